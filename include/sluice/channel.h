@@ -1,0 +1,162 @@
+/* sluice: client channels and unary calls.
+ *
+ * Threads: a channel runs on one libuv loop, either its own (the library
+ * starts a thread for it) or one the user hands in with
+ * sluice_channel_opts_set_loop(). Calls may be started from any thread;
+ * completion callbacks always run on the channel's loop thread. Blocking calls
+ * wait on the caller's thread and refuse (SLUICE_ERR_ON_LOOP_THREAD) to run on
+ * the loop thread, where they would deadlock.
+ */
+#ifndef SLUICE_CHANNEL_H
+#define SLUICE_CHANNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "sluice/metadata.h"
+#include "sluice/method.h"
+#include "sluice/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sluice_channel sluice_channel;
+typedef struct sluice_channel_opts sluice_channel_opts;
+struct uv_loop_s;
+
+/* ---- channel options (opaque, so that new settings never break the ABI) */
+
+/* Creates options with defaults in *out; the caller frees them with
+ * sluice_channel_opts_del(). Returns 0, SLUICE_ERR_INVALID_ARG or
+ * SLUICE_ERR_NOMEM. */
+int sluice_channel_opts_new(sluice_channel_opts **out);
+/* Frees options. NULL is ignored. */
+void sluice_channel_opts_del(sluice_channel_opts *o);
+/* Runs the channel on the caller's loop (borrowed; it must outlive the
+ * channel and be run by the caller). No thread is started then, and calls
+ * should be started on that loop's thread for zero hand-off. */
+int sluice_channel_opts_set_loop(sluice_channel_opts *o,
+                                 struct uv_loop_s *loop);
+/* Largest response message accepted (bytes, after decoding). Default 4 MiB,
+ * as gRPC. Larger responses fail the call with RESOURCE_EXHAUSTED. */
+int sluice_channel_opts_set_max_response_size(sluice_channel_opts *o,
+                                              uint32_t bytes);
+/* Largest request message sent. Default unlimited (UINT32_MAX). */
+int sluice_channel_opts_set_max_request_size(sluice_channel_opts *o,
+                                             uint32_t bytes);
+/* :authority sent with every call; default: the target's host:port. The
+ * string is copied. */
+int sluice_channel_opts_set_authority(sluice_channel_opts *o,
+                                      const char *authority);
+/* How often a dns: target is resolved again (default 30000 ms). */
+int sluice_channel_opts_set_resolve_interval_ms(sluice_channel_opts *o,
+                                                uint32_t ms);
+/* Reconnect back-off, as gRPC's connection-backoff: initial delay (default
+ * 1000 ms), growing 1.6x with +-20 % jitter up to max (default 120000 ms). */
+int sluice_channel_opts_set_backoff_ms(sluice_channel_opts *o,
+                                       uint32_t initial_ms, uint32_t max_ms);
+/* Time allowed for one TCP connect (default 20000 ms). */
+int sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o,
+                                               uint32_t ms);
+
+/* ---- channel */
+
+/* Creates a channel to target in *out. Nothing connects until the first
+ * call. Targets:
+ *   host:port              resolved like dns:host:port
+ *   dns:host:port          every resolved address is a destination; resolved
+ *                          again periodically and after a connection failure
+ *   ipv4:a.b.c.d:port[,a.b.c.d:port...]   fixed destinations
+ *   ipv6:[addr]:port[,...]
+ *   unix:/path             a Unix domain socket
+ * opts may be NULL (defaults); it is read during the call and not kept.
+ * Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_BAD_TARGET, SLUICE_ERR_NOMEM
+ * or SLUICE_ERR_SYSTEM; *out is untouched on failure. */
+int sluice_channel_new(sluice_channel **out, const char *target,
+                       const sluice_channel_opts *opts);
+
+/* Destroys the channel. Calls still in flight complete with CANCELLED
+ * ("channel destroyed") before this returns (on a channel with its own loop)
+ * or on the next turns of the user's loop (a channel on a user loop: keep
+ * running that loop until uv_run returns). Must not be called from inside one
+ * of the channel's own callbacks. NULL is ignored. */
+void sluice_channel_del(sluice_channel *ch);
+
+/* ---- per-call options: a plain struct, filled by sluice_call_opts_init() */
+
+typedef struct sluice_call_opts {
+  /* Relative timeout in ms; 0 = none (then the method's default applies). */
+  uint64_t timeout_ms;
+  /* Absolute deadline on sluice_now_ns()'s clock; 0 = none. When both are
+   * set the earlier one wins. */
+  uint64_t deadline_ns;
+  /* Custom metadata to send (borrowed; copied before the call returns). */
+  const sluice_metadata *metadata;
+  /* 0 = channel/method default. The smaller of method default and this wins
+   * for max_response_size, as gRPC does. */
+  uint32_t max_response_size;
+  uint32_t max_request_size;
+} sluice_call_opts;
+
+/* Fills o with "no options". */
+void sluice_call_opts_init(sluice_call_opts *o);
+
+/* Monotonic clock in nanoseconds, the clock of deadline_ns. */
+uint64_t sluice_now_ns(void);
+
+/* Completion of a unary call. Runs exactly once, on the channel's loop
+ * thread. st is borrowed until the callback returns. resp is the decoded
+ * response when st->code is OK, else NULL; it is owned by the library and
+ * freed after the callback returns (copy what you keep). */
+typedef void (*sluice_unary_cb)(const sluice_status *st,
+                                const ProtobufCMessage *resp, void *user_data);
+
+/* Starts a unary call of method with request req. req is serialized before
+ * this returns (the caller keeps ownership). opts may be NULL. cb fires
+ * exactly once — with an error status when the call cannot even start (an
+ * expired deadline, an oversized request ...), never synchronously from
+ * inside this function.
+ * Returns 0 when cb will fire; SLUICE_ERR_INVALID_ARG (ch, method, req or cb
+ * NULL, or req not of the method's request type) or SLUICE_ERR_NOMEM when it
+ * will not. Thread-safe. */
+int sluice_unary_call(sluice_channel *ch, const sluice_method_desc *method,
+                      const ProtobufCMessage *req, const sluice_call_opts *opts,
+                      sluice_unary_cb cb, void *user_data);
+
+/* For generated typed stubs: a generic function pointer and a trampoline
+ * that casts it back to the stub's typed callback and calls it, so no
+ * function is ever called through a pointer of the wrong type. */
+typedef void (*sluice_generic_fn)(void);
+typedef void (*sluice_unary_tramp)(const sluice_status *st,
+                                   const ProtobufCMessage *resp,
+                                   sluice_generic_fn cb, void *user_data);
+
+/* As sluice_unary_call, but completion calls tramp(st, resp, cb, user_data).
+ * Used by generated code; same ownership, threading and return values. */
+int sluice_unary_call_tramp(sluice_channel *ch,
+                            const sluice_method_desc *method,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            sluice_unary_tramp tramp, sluice_generic_fn cb,
+                            void *user_data);
+
+/* Blocking unary call. On return *status holds the outcome (owned by the
+ * caller: sluice_status_clear() it; status may be NULL if not wanted) and,
+ * when the code is OK, *resp the response, owned by the caller, freed with
+ * protobuf_c_message_free_unpacked(*resp, NULL). Returns the status code;
+ * API misuse (NULL pointers, call on the loop thread) yields
+ * INVALID_ARGUMENT/FAILED_PRECONDITION statuses generated locally. */
+sluice_status_code sluice_unary_call_blocking(sluice_channel *ch,
+                                              const sluice_method_desc *method,
+                                              const ProtobufCMessage *req,
+                                              ProtobufCMessage **resp,
+                                              const sluice_call_opts *opts,
+                                              sluice_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,11 @@
+/* sluice: umbrella header. Include this one. */
+#ifndef SLUICE_SLUICE_H
+#define SLUICE_SLUICE_H
+
+#include "sluice/channel.h"
+#include "sluice/metadata.h"
+#include "sluice/method.h"
+#include "sluice/server.h"
+#include "sluice/status.h"
+
+#endif
