@@ -1,0 +1,320 @@
+/* greeter_server: serves helloworld.Greeter/SayHello.
+ *
+ *   greeter_server [--port N] [--host H] [--threads T]
+ *
+ * Replies "Hello <name>". Request metadata whose key starts with "x-echo-" is
+ * sent back twice, as initial and as trailing metadata, so that tests can
+ * check a metadata round trip in both directions. A name "sleep:<ms>" is
+ * answered <ms> milliseconds later from another thread: the reply-later path,
+ * and a slow server for deadline tests.
+ *
+ * Prints "listening on <port>" on stdout once it accepts (port 0 picks a free
+ * one, so scripts read the port from that line). SIGINT or SIGTERM shut it
+ * down gracefully.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sluice/sluice.h>
+
+#include "helloworld.sluice.h"
+
+#define DEFAULT_PORT 50051
+#define SHUTDOWN_GRACE_MS 2000
+#define MAX_SLEEP_MS 3600000UL
+
+/* ---- delayed replies
+ *
+ * Each "sleep:" request gets a detached thread that waits on a condition
+ * variable rather than in nanosleep(), so that shutdown can wake the ones
+ * still waiting: every call must be finished before sluice_server_del(), and
+ * a thread must never touch a call after the server is gone. */
+
+static pthread_mutex_t sleepers_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleepers_cv; /* CLOCK_MONOTONIC, set up in main */
+static unsigned sleepers;          /* threads still holding a call */
+static int stopping;               /* set once the server has shut down */
+
+typedef struct delayed_reply {
+  sluice_server_call *call;
+  struct timespec due; /* CLOCK_MONOTONIC */
+  char *message;
+} delayed_reply;
+
+static int reply_message(sluice_server_call *call, const char *message) {
+  Helloworld__HelloReply reply = HELLOWORLD__HELLO_REPLY__INIT;
+  reply.message = (char *)message;
+  return helloworld__greeter__say_hello__reply(call, &reply);
+}
+
+static void *delayed_reply_main(void *arg) {
+  delayed_reply *d = arg;
+  int rc = 0;
+
+  pthread_mutex_lock(&sleepers_mu);
+  while (!stopping && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&sleepers_cv, &sleepers_mu, &d->due);
+  int cut_short = stopping && rc != ETIMEDOUT;
+  pthread_mutex_unlock(&sleepers_mu);
+
+  if (cut_short)
+    sluice_server_call_finish(d->call, SLUICE_STATUS_UNAVAILABLE,
+                              "server shutting down", NULL);
+  else
+    reply_message(d->call, d->message);
+  free(d->message);
+  free(d);
+
+  pthread_mutex_lock(&sleepers_mu);
+  sleepers--;
+  pthread_cond_broadcast(&sleepers_cv);
+  pthread_mutex_unlock(&sleepers_mu);
+  return NULL;
+}
+
+/* Takes ownership of message. Returns 0, or -1 when no thread could be
+ * started (message is then freed and the caller still owns the call). */
+static int reply_later(sluice_server_call *call, char *message,
+                       unsigned long ms) {
+  delayed_reply *d = malloc(sizeof *d);
+  if (d == NULL) {
+    free(message);
+    return -1;
+  }
+  d->call = call;
+  d->message = message;
+  clock_gettime(CLOCK_MONOTONIC, &d->due);
+  d->due.tv_sec += (time_t)(ms / 1000);
+  d->due.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (d->due.tv_nsec >= 1000000000L) {
+    d->due.tv_sec++;
+    d->due.tv_nsec -= 1000000000L;
+  }
+
+  pthread_attr_t attr;
+  pthread_t tid;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_mutex_lock(&sleepers_mu);
+  int rc = pthread_create(&tid, &attr, delayed_reply_main, d);
+  if (rc == 0)
+    sleepers++;
+  pthread_mutex_unlock(&sleepers_mu);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    free(d->message);
+    free(d);
+    return -1;
+  }
+  return 0;
+}
+
+/* Wakes every sleeper (they finish their calls at once) and waits until none
+ * holds a call any more. */
+static void stop_sleepers(void) {
+  pthread_mutex_lock(&sleepers_mu);
+  stopping = 1;
+  pthread_cond_broadcast(&sleepers_cv);
+  while (sleepers > 0)
+    pthread_cond_wait(&sleepers_cv, &sleepers_mu);
+  pthread_mutex_unlock(&sleepers_mu);
+}
+
+/* ---- the handler (runs on a server loop thread) */
+
+/* "sleep:<ms>" -> 1 and *ms; anything else -> 0. */
+static int parse_sleep(const char *name, unsigned long *ms) {
+  static const char prefix[] = "sleep:";
+  if (strncmp(name, prefix, sizeof prefix - 1) != 0)
+    return 0;
+  const char *digits = name + sizeof prefix - 1;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(digits, &end, 10);
+  if (end == digits || *end != '\0' || errno != 0 || digits[0] == '-')
+    return 0;
+  *ms = v > MAX_SLEEP_MS ? MAX_SLEEP_MS : v;
+  return 1;
+}
+
+static void echo_metadata(sluice_server_call *call) {
+  static const char prefix[] = "x-echo-";
+  const sluice_metadata *md = sluice_server_call_metadata(call);
+  size_t n = sluice_metadata_count(md);
+  for (size_t i = 0; i < n; i++) {
+    const char *key;
+    const void *value;
+    size_t len;
+    if (sluice_metadata_get(md, i, &key, &value, &len) != 0)
+      continue;
+    if (strncmp(key, prefix, sizeof prefix - 1) != 0)
+      continue;
+    sluice_server_call_add_initial_metadata(call, key, value, len);
+    sluice_server_call_add_trailing_metadata(call, key, value, len);
+  }
+}
+
+static void say_hello(sluice_server_call *call,
+                      const Helloworld__HelloRequest *req, void *user_data) {
+  (void)user_data;
+  const char *name = req->name != NULL ? req->name : "";
+
+  echo_metadata(call);
+
+  size_t len = strlen("Hello ") + strlen(name) + 1;
+  char *message = malloc(len);
+  if (message == NULL) {
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory", NULL);
+    return;
+  }
+  snprintf(message, len, "Hello %s", name);
+
+  unsigned long ms;
+  if (parse_sleep(name, &ms)) {
+    if (reply_later(call, message, ms) != 0)
+      sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                                "cannot start a thread for a delayed reply",
+                                NULL);
+    return;
+  }
+  reply_message(call, message);
+  free(message);
+}
+
+/* ---- command line */
+
+static void usage(FILE *f, const char *prog) {
+  fprintf(f,
+          "usage: %s [--port N] [--host H] [--threads T]\n"
+          "  --port N     port to listen on (default %d; 0 picks a free one)\n"
+          "  --host H     address to listen on (default 127.0.0.1)\n"
+          "  --threads T  server loop threads (default: one per core)\n",
+          prog, DEFAULT_PORT);
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
+  char *end;
+  if (s == NULL || *s == '\0' || *s == '-')
+    return -1;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *prog = argv[0];
+  const char *host = "127.0.0.1";
+  unsigned long port = DEFAULT_PORT, threads = 0;
+
+  for (int i = 1; i < argc; i += 2) {
+    const char *flag = argv[i];
+    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+      usage(stdout, prog);
+      return 0;
+    }
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    int bad;
+    if (strcmp(flag, "--port") == 0) {
+      bad = parse_uint(val, 65535, &port);
+    } else if (strcmp(flag, "--threads") == 0) {
+      bad = parse_uint(val, 1024, &threads);
+    } else if (strcmp(flag, "--host") == 0) {
+      bad = val == NULL || *val == '\0';
+      if (!bad)
+        host = val;
+    } else {
+      fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+    if (bad) {
+      fprintf(stderr, "%s: %s needs a valid value\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+  }
+
+  /* Signals are taken by sigwait() in this thread. Blocking them before any
+   * thread exists makes every thread inherit the mask, so no thread is ever
+   * interrupted by them and no signal handler is needed at all. */
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  pthread_condattr_t cattr;
+  pthread_condattr_init(&cattr);
+  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+  pthread_cond_init(&sleepers_cv, &cattr);
+  pthread_condattr_destroy(&cattr);
+
+  /* IPv6 literals need brackets in host:port. */
+  char address[300];
+  int bracket = strchr(host, ':') != NULL && host[0] != '[';
+  if ((size_t)snprintf(address, sizeof address, "%s%s%s:%lu",
+                       bracket ? "[" : "", host, bracket ? "]" : "",
+                       port) >= sizeof address) {
+    fprintf(stderr, "%s: host name too long\n", prog);
+    return 2;
+  }
+
+  int exit_code = 1, rc, bound_port = 0;
+  sluice_server_opts *opts = NULL;
+  sluice_server *srv = NULL;
+  const Helloworld__Greeter_SluiceHandlers handlers = {.say_hello = say_hello};
+
+  if ((rc = sluice_server_opts_new(&opts)) != 0 ||
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
+      (rc = sluice_server_new(&srv, opts)) != 0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = helloworld__greeter__sluice_register(srv, &handlers, NULL)) != 0) {
+    fprintf(stderr, "%s: cannot register Greeter: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = sluice_server_listen(srv, address, &bound_port)) != 0) {
+    fprintf(stderr, "%s: cannot listen on %s: %s\n", prog, address,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = sluice_server_start(srv)) != 0) {
+    fprintf(stderr, "%s: cannot start: %s\n", prog, sluice_strerror(rc));
+    goto out;
+  }
+  printf("listening on %d\n", bound_port);
+  fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0)
+    ;
+  fprintf(stderr, "%s: %s, shutting down\n", prog,
+          sig == SIGINT ? "SIGINT" : "SIGTERM");
+
+  /* In-flight calls, delayed ones included, get the grace period to finish;
+   * the sleepers still waiting after it are woken to release their calls
+   * before the server is freed. */
+  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
+  exit_code = 0;
+
+out:
+  stop_sleepers();
+  sluice_server_del(srv);
+  sluice_server_opts_del(opts);
+  pthread_cond_destroy(&sleepers_cv);
+  return exit_code;
+}
