@@ -1,0 +1,133 @@
+/* Length-prefixed message framing and reassembly. */
+#include "wire/framing.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sluice__frame_header(uint8_t out[SLUICE__FRAME_HEADER_LEN], int compressed,
+                          uint32_t len) {
+  out[0] = compressed ? 1 : 0;
+  out[1] = (uint8_t)(len >> 24);
+  out[2] = (uint8_t)(len >> 16);
+  out[3] = (uint8_t)(len >> 8);
+  out[4] = (uint8_t)len;
+}
+
+void sluice__deframer_init(sluice__deframer *d, uint32_t max_size) {
+  memset(d, 0, sizeof *d);
+  d->max_size = max_size;
+  d->err = SLUICE_STATUS_OK;
+}
+
+void sluice__deframer_reset(sluice__deframer *d) {
+  free(d->buf);
+  sluice__deframer_init(d, d->max_size);
+}
+
+static sluice_status_code fail(sluice__deframer *d, sluice_status_code code,
+                               const char *why, const char **reason) {
+  d->err = code;
+  d->err_reason = why;
+  if (reason != NULL)
+    *reason = why;
+  return code;
+}
+
+/* Decodes a complete prefix and checks its length against the limit. */
+static sluice_status_code start_message(sluice__deframer *d,
+                                        const char **reason) {
+  d->compressed = d->hdr[0];
+  d->len = (uint32_t)d->hdr[1] << 24 | (uint32_t)d->hdr[2] << 16 |
+           (uint32_t)d->hdr[3] << 8 | d->hdr[4];
+  if (d->len > d->max_size) {
+    d->last_len = d->len;
+    return fail(d, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                "received message larger than max", reason);
+  }
+  d->filled = 0;
+  return SLUICE_STATUS_OK;
+}
+
+/* Grows the buffer to hold the whole current message. Only done when the
+ * message spans chunks, so whole-in-one-chunk messages never allocate. */
+static int reserve(sluice__deframer *d) {
+  if (d->cap >= d->len)
+    return 0;
+  uint8_t *p = realloc(d->buf, d->len);
+  if (p == NULL)
+    return -1;
+  d->buf = p;
+  d->cap = d->len;
+  return 0;
+}
+
+sluice_status_code sluice__deframer_feed(sluice__deframer *d,
+                                         const uint8_t *data, size_t len,
+                                         sluice__message_cb cb, void *ud,
+                                         const char **reason) {
+  if (d->err != SLUICE_STATUS_OK) {
+    if (reason != NULL)
+      *reason = d->err_reason;
+    return d->err;
+  }
+  size_t pos = 0;
+  for (;;) {
+    /* Prefix: complete it first, however it is split. */
+    if (d->hdr_filled < SLUICE__FRAME_HEADER_LEN) {
+      if (pos == len)
+        return SLUICE_STATUS_OK;
+      size_t take = SLUICE__FRAME_HEADER_LEN - d->hdr_filled;
+      if (take > len - pos)
+        take = len - pos;
+      memcpy(d->hdr + d->hdr_filled, data + pos, take);
+      d->hdr_filled = (uint8_t)(d->hdr_filled + take);
+      pos += take;
+      /* Checked as soon as it arrives: nothing after a bad flag makes sense. */
+      if (d->hdr[0] > 1)
+        return fail(d, SLUICE_STATUS_INTERNAL,
+                    "invalid compressed flag in message prefix", reason);
+      if (d->hdr_filled < SLUICE__FRAME_HEADER_LEN)
+        return SLUICE_STATUS_OK;
+      sluice_status_code rc = start_message(d, reason);
+      if (rc != SLUICE_STATUS_OK)
+        return rc;
+    }
+
+    /* Body. A zero-length message completes as soon as its prefix does, even
+     * at the very end of a chunk. */
+    const uint8_t *msg;
+    if (d->filled == 0 && len - pos >= d->len) {
+      msg = data + pos; /* whole message in this chunk: no copy */
+      pos += d->len;
+    } else {
+      if (pos == len)
+        return SLUICE_STATUS_OK;
+      if (reserve(d) != 0)
+        return fail(d, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                    "out of memory for received message", reason);
+      size_t take = d->len - d->filled;
+      if (take > len - pos)
+        take = len - pos;
+      memcpy(d->buf + d->filled, data + pos, take);
+      d->filled += take;
+      pos += take;
+      if (d->filled < d->len)
+        return SLUICE_STATUS_OK;
+      msg = d->buf;
+    }
+
+    d->hdr_filled = 0;
+    d->filled = 0;
+    if (cb(ud, d->compressed, msg, d->len) != 0)
+      return fail(d, SLUICE_STATUS_CANCELLED, "message consumer stopped",
+                  reason);
+  }
+}
+
+int sluice__deframer_partial(const sluice__deframer *d) {
+  return d->hdr_filled != 0;
+}
+
+uint32_t sluice__deframer_last_len(const sluice__deframer *d) {
+  return d->last_len;
+}
