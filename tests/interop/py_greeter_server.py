@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""helloworld.Greeter on stock grpcio: the reference peer of greeter_client.
+
+    py_greeter_server.py [--port N] [--host H] [--threads T]
+                         [--proto FILE] [--protoc PATH]
+
+Behaves like examples/helloworld/greeter_server: prints "listening on <port>"
+once it accepts (port 0, the default, picks a free one), replies
+"Hello <name>", echoes request metadata whose key starts with "x-echo-" as
+initial and as trailing metadata, answers a name "sleep:<ms>" after <ms> ms,
+and stops gracefully (2 s grace) on SIGINT/SIGTERM.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interop_common  # noqa: E402
+
+import grpc  # noqa: E402
+
+GRACE_S = 2.0
+MAX_SLEEP_MS = 3600000
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="handler threads (default 64)")
+    ap.add_argument("--proto", help="helloworld.proto ($HELLOWORLD_PROTO)")
+    ap.add_argument("--protoc", help="protoc ($PROTOC)")
+    args = ap.parse_args()
+    if not 0 <= args.port <= 65535 or args.threads < 0:
+        ap.error("bad --port or --threads")
+
+    pb = interop_common.load_helloworld(args.proto, args.protoc)
+
+    def say_hello(request, context):
+        echo = [(k, v) for k, v in context.invocation_metadata()
+                if k.startswith("x-echo-")]
+        if echo:
+            context.send_initial_metadata(echo)
+            context.set_trailing_metadata(echo)
+        name = request.name
+        if name.startswith("sleep:") and name[6:].isdigit():
+            time.sleep(min(int(name[6:]), MAX_SLEEP_MS) / 1000.0)
+        return pb.HelloReply(message="Hello " + name)
+
+    handler = grpc.method_handlers_generic_handler("helloworld.Greeter", {
+        "SayHello": grpc.unary_unary_rpc_method_handler(
+            say_hello,
+            request_deserializer=pb.HelloRequest.FromString,
+            response_serializer=pb.HelloReply.SerializeToString),
+    })
+    workers = args.threads or 64
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=workers),
+        handlers=(handler,), maximum_concurrent_rpcs=None)
+    host = args.host
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    port = server.add_insecure_port("%s:%d" % (host, args.port))
+    if port == 0:
+        print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
+        return 1
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    server.start()
+    print("listening on %d" % port, flush=True)
+    while not stop.wait(3600):
+        pass
+    server.stop(GRACE_S).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
