@@ -1,0 +1,47 @@
+# Runs protoc with protoc-gen-sluice only (no protoc-c) on one proto and
+# checks the outcome, for inputs that cannot go through sluice_generate():
+#   EXPECT=fail  protoc must fail and its message name the file and the
+#                given MATCH regex
+#   EXPECT=pass  protoc must succeed and the generated header match every
+#                regex in MATCH (a ;-list)
+# Variables: PROTOC, PLUGIN, PROTO_DIR, PROTO (relative to PROTO_DIR),
+# IMPORT_DIRS (;-list), OUT, EXPECT, MATCH.
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT})
+set(flags)
+foreach(d IN LISTS IMPORT_DIRS)
+  list(APPEND flags -I${d})
+endforeach()
+execute_process(
+  COMMAND ${PROTOC} --plugin=protoc-gen-sluice=${PLUGIN} --sluice_out=${OUT}
+          -I${PROTO_DIR} ${flags} ${PROTO}
+  WORKING_DIRECTORY ${PROTO_DIR}
+  RESULT_VARIABLE rc
+  OUTPUT_VARIABLE out
+  ERROR_VARIABLE err)
+message(STATUS "protoc said: ${out}${err}")
+if(EXPECT STREQUAL "fail")
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "protoc succeeded on ${PROTO}; expected a failure")
+  endif()
+  string(FIND "${err}" "${PROTO}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the error does not name ${PROTO}")
+  endif()
+  foreach(re IN LISTS MATCH)
+    if(NOT err MATCHES "${re}")
+      message(FATAL_ERROR "the error does not match '${re}'")
+    endif()
+  endforeach()
+else()
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "protoc failed on ${PROTO}")
+  endif()
+  string(REGEX REPLACE "\\.proto$" ".sluice.h" header "${PROTO}")
+  file(READ ${OUT}/${header} text)
+  foreach(re IN LISTS MATCH)
+    if(NOT text MATCHES "${re}")
+      message(FATAL_ERROR "${header} does not match '${re}'")
+    endif()
+  endforeach()
+endif()

@@ -1,0 +1,266 @@
+/* Tests of protoc-gen-sluice's output: every generated header in one
+ * translation unit with protoc-c's (so any clash between them fails the
+ * build), the exact names and signatures of the contract (checked by the
+ * compiler through typed pointers), and the contents of the method tables. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "deep.sluice.h"
+#include "defaults.sluice.h"
+#include "helloworld.sluice.h"
+#include "imports/a.sluice.h"
+#include "imports/b.sluice.h"
+#include "keywords.sluice.h"
+#include "multi.sluice.h"
+#include "nested.sluice.h"
+#include "nopkg.sluice.h"
+#include "streaming.sluice.h"
+
+/* The contract of the brief, spelled out as types: a renamed function or a
+ * changed parameter fails to compile here. */
+static int (*const hw_async)(sluice_channel *, const Helloworld__HelloRequest *,
+                             const sluice_call_opts *,
+                             Helloworld__Greeter__SayHello_Cb,
+                             void *) = helloworld__greeter__say_hello__async;
+static sluice_status_code (*const hw_blocking)(
+    sluice_channel *, const Helloworld__HelloRequest *,
+    Helloworld__HelloReply **, const sluice_call_opts *,
+    sluice_status *) = helloworld__greeter__say_hello__blocking;
+static int (*const hw_register)(sluice_server *,
+                                const Helloworld__Greeter_SluiceHandlers *,
+                                void *) = helloworld__greeter__sluice_register;
+static int (*const hw_reply)(sluice_server_call *,
+                             const Helloworld__HelloReply *) =
+    helloworld__greeter__say_hello__reply;
+
+static void hw_cb(const sluice_status *st, const Helloworld__HelloReply *resp,
+                  void *user_data) {
+  (void)st;
+  (void)resp;
+  (void)user_data;
+}
+
+static void hw_handler(sluice_server_call *call,
+                       const Helloworld__HelloRequest *req, void *user_data) {
+  (void)call;
+  (void)req;
+  (void)user_data;
+}
+
+static void check_method(const sluice_method_desc *m, const char *path,
+                         const char *name, const ProtobufCMessageDescriptor *in,
+                         const ProtobufCMessageDescriptor *out,
+                         sluice_call_kind kind) {
+  assert_string_equal(m->path, path);
+  assert_string_equal(m->name, name);
+  assert_ptr_equal(m->request, in);
+  assert_ptr_equal(m->response, out);
+  assert_int_equal(m->kind, kind);
+}
+
+static void check_no_defaults(const sluice_method_desc *m) {
+  assert_true(m->default_timeout_ms == 0);
+  assert_int_equal(m->max_request_size, 0);
+  assert_int_equal(m->max_response_size, 0);
+}
+
+static void test_helloworld(void **state) {
+  (void)state;
+  const sluice_service_desc *s = &helloworld__greeter__sluice_service;
+  assert_string_equal(s->full_name, "helloworld.Greeter");
+  assert_int_equal(s->n_methods, 1);
+  assert_ptr_equal(s->methods, helloworld__greeter__sluice_methods);
+  check_method(&s->methods[0], "/helloworld.Greeter/SayHello", "SayHello",
+               &helloworld__hello_request__descriptor,
+               &helloworld__hello_reply__descriptor, SLUICE_CALL_UNARY);
+  check_no_defaults(&s->methods[0]);
+
+  Helloworld__Greeter_SluiceHandlers h = {.say_hello = hw_handler};
+  assert_ptr_equal(h.say_hello, hw_handler);
+  Helloworld__Greeter__SayHello_Cb cb = hw_cb;
+  assert_non_null(cb);
+  assert_non_null(hw_async);
+  assert_non_null(hw_blocking);
+  assert_non_null(hw_reply);
+}
+
+static void test_null_arguments(void **state) {
+  (void)state;
+  /* A NULL request goes through to the runtime, which refuses it. */
+  Helloworld__HelloRequest req = HELLOWORLD__HELLO_REQUEST__INIT;
+  assert_int_equal(hw_async(NULL, &req, NULL, hw_cb, NULL),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(hw_async(NULL, NULL, NULL, hw_cb, NULL),
+                   SLUICE_ERR_INVALID_ARG);
+  /* No handlers is caught by the generated code itself. */
+  assert_int_equal(hw_register(NULL, NULL, NULL), SLUICE_ERR_INVALID_ARG);
+}
+
+static void test_no_package(void **state) {
+  (void)state;
+  const sluice_service_desc *s = &greeter__sluice_service;
+  assert_string_equal(s->full_name, "Greeter");
+  assert_int_equal(s->n_methods, 2);
+  check_method(&greeter__sluice_methods[0], "/Greeter/SayHello", "SayHello",
+               &plain_request__descriptor, &plain_reply__descriptor,
+               SLUICE_CALL_UNARY);
+  check_method(&greeter__sluice_methods[1], "/Greeter/GetHTTPStatus",
+               "GetHTTPStatus", &plain_request__descriptor,
+               &plain_reply__descriptor, SLUICE_CALL_UNARY);
+  /* CamelToLower as protoc-c does it: "GetHTTPStatus" -> "get_httpstatus" */
+  Greeter_SluiceHandlers h = {.say_hello = NULL, .get_httpstatus = NULL};
+  (void)h;
+  Greeter__GetHTTPStatus_Cb cb = NULL;
+  (void)cb;
+  assert_non_null(greeter__get_httpstatus__async);
+  assert_non_null(greeter__say_hello__blocking);
+}
+
+static void test_nested(void **state) {
+  (void)state;
+  assert_int_equal(nested__nest__sluice_service.n_methods, 2);
+  check_method(&nested__nest__sluice_methods[0], "/nested.Nest/Deep", "Deep",
+               &nested__outer__inner__leaf__descriptor,
+               &nested__outer__inner__descriptor, SLUICE_CALL_UNARY);
+  check_method(&nested__nest__sluice_methods[1], "/nested.Nest/Shallow",
+               "Shallow", &nested__outer__descriptor,
+               &nested__outer__inner__leaf__descriptor, SLUICE_CALL_UNARY);
+  Nested__Nest__Deep_Handler h = NULL;
+  Nested__Nest_SluiceHandlers hs = {.deep = h, .shallow = NULL};
+  (void)hs;
+  int (*reply)(sluice_server_call *, const Nested__Outer__Inner *) =
+      nested__nest__deep__reply;
+  assert_non_null(reply);
+}
+
+static void test_dotted_package(void **state) {
+  (void)state;
+  const sluice_service_desc *s = &a__b__c_d__greeter__sluice_service;
+  assert_string_equal(s->full_name, "a.b.c_d.Greeter");
+  assert_int_equal(s->n_methods, 1);
+  check_method(&a__b__c_d__greeter__sluice_methods[0],
+               "/a.b.c_d.Greeter/SayHello", "SayHello",
+               &a__b__c_d__ping__descriptor, &a__b__c_d__pong__descriptor,
+               SLUICE_CALL_UNARY);
+  A__B__CD__Greeter_SluiceHandlers h = {.say_hello = NULL};
+  (void)h;
+  A__B__CD__Greeter__SayHello_Cb cb = NULL;
+  (void)cb;
+  sluice_status_code (*blocking)(sluice_channel *, const A__B__CD__Ping *,
+                                 A__B__CD__Pong **, const sluice_call_opts *,
+                                 sluice_status *) =
+      a__b__c_d__greeter__say_hello__blocking;
+  assert_non_null(blocking);
+}
+
+static void test_several_services(void **state) {
+  (void)state;
+  assert_int_equal(multi__alpha__sluice_service.n_methods, 2);
+  assert_int_equal(multi__beta__sluice_service.n_methods, 1);
+  assert_int_equal(multi__gamma__sluice_service.n_methods, 0);
+  assert_null(multi__gamma__sluice_service.methods);
+  assert_string_equal(multi__gamma__sluice_service.full_name, "multi.Gamma");
+  check_method(&multi__alpha__sluice_methods[1], "/multi.Alpha/Two", "Two",
+               &multi__req__descriptor, &multi__resp__descriptor,
+               SLUICE_CALL_UNARY);
+  check_method(&multi__beta__sluice_methods[0], "/multi.Beta/Three", "Three",
+               &multi__resp__descriptor, &multi__req__descriptor,
+               SLUICE_CALL_UNARY);
+  Multi__Alpha_SluiceHandlers a = {.one = NULL, .two = NULL};
+  Multi__Beta_SluiceHandlers b = {.three = NULL};
+  Multi__Gamma_SluiceHandlers g = {0};
+  (void)a;
+  (void)b;
+  (void)g;
+  assert_non_null(multi__gamma__sluice_register);
+}
+
+static void test_imports(void **state) {
+  (void)state;
+  assert_int_equal(imp__svc__importer__sluice_service.n_methods, 2);
+  check_method(&imp__svc__importer__sluice_methods[0], "/imp.svc.Importer/Use",
+               "Use", &imp__types__shared__descriptor,
+               &imp__types__result__descriptor, SLUICE_CALL_UNARY);
+  check_method(&imp__svc__importer__sluice_methods[1], "/imp.svc.Importer/Wrap",
+               "Wrap", &imp__svc__local__descriptor,
+               &imp__types__shared__descriptor, SLUICE_CALL_UNARY);
+  int (*async)(sluice_channel *, const Imp__Types__Shared *,
+               const sluice_call_opts *, Imp__Svc__Importer__Use_Cb, void *) =
+      imp__svc__importer__use__async;
+  assert_non_null(async);
+}
+
+static void test_keywords(void **state) {
+  (void)state;
+  /* protoc-c escapes fields; we escape handler members. */
+  Kw__Req req = KW__REQ__INIT;
+  req.if_ = 1;
+  req.default_ = 2;
+  assert_int_equal(req.if_ + req.default_, 3);
+  Kw__Keywords_SluiceHandlers h = {
+      .class_ = NULL, .new_ = NULL, .delete_ = NULL, .plain = NULL};
+  (void)h;
+  assert_int_equal(kw__keywords__sluice_service.n_methods, 4);
+  check_method(&kw__keywords__sluice_methods[0], "/kw.Keywords/Class", "Class",
+               &kw__req__descriptor, &kw__req__descriptor, SLUICE_CALL_UNARY);
+  /* Function names are prefixed, so they need no escaping. */
+  assert_non_null(kw__keywords__class__async);
+  assert_non_null(kw__keywords__delete__reply);
+}
+
+static void test_streaming(void **state) {
+  (void)state;
+  const sluice_method_desc *m = streaming__streamer__sluice_methods;
+  assert_int_equal(streaming__streamer__sluice_service.n_methods, 4);
+  check_method(&m[0], "/streaming.Streamer/Unary", "Unary",
+               &streaming__item__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_UNARY);
+  check_method(&m[1], "/streaming.Streamer/Upload", "Upload",
+               &streaming__item__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_CLIENT_STREAMING);
+  check_method(&m[2], "/streaming.Streamer/Download", "Download",
+               &streaming__item__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_SERVER_STREAMING);
+  check_method(&m[3], "/streaming.Streamer/Chat", "Chat",
+               &streaming__item__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_BIDI_STREAMING);
+  /* Only the unary method has a handler member (a designated initializer
+   * for .upload would not compile). */
+  Streaming__Streamer_SluiceHandlers h = {.unary = NULL};
+  assert_int_equal(sizeof h, sizeof(Streaming__Streamer__Unary_Handler));
+}
+
+static void test_option_defaults(void **state) {
+  (void)state;
+  const sluice_method_desc *m = defaults__limited__sluice_methods;
+  assert_int_equal(defaults__limited__sluice_service.n_methods, 3);
+  assert_string_equal(m[0].path, "/defaults.Limited/Bounded");
+  assert_true(m[0].default_timeout_ms == 250);
+  assert_int_equal(m[0].max_request_size, 1024);
+  assert_int_equal(m[0].max_response_size, 2048);
+  assert_true(m[1].default_timeout_ms == UINT64_C(5000000000));
+  assert_int_equal(m[1].max_request_size, 0);
+  assert_int_equal(m[1].max_response_size, 0);
+  check_no_defaults(&m[2]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_helloworld),
+      cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_no_package),
+      cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_dotted_package),
+      cmocka_unit_test(test_several_services),
+      cmocka_unit_test(test_imports),
+      cmocka_unit_test(test_keywords),
+      cmocka_unit_test(test_streaming),
+      cmocka_unit_test(test_option_defaults),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
