@@ -10,12 +10,17 @@ metadata round trip, deadline expiry, and an unreachable target.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import interop_common as ic  # noqa: E402
+
+if importlib.util.find_spec("grpc") is None:  # the peers need it
+    print("grpc is not importable by %s" % sys.executable, file=sys.stderr)
+    sys.exit(77)
 
 CALL_TIMEOUT_S = 30
 
