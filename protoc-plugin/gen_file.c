@@ -88,17 +88,18 @@ check_collisions(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
 }
 
 /* protoc-c puts every method, keyword or not, into a struct member of its
- * generic service API; a keyword there breaks protoc-c's own header. Ours
- * is escaped, so all we can do is say where the compile error will come
- * from. */
+ * generic service API; a C keyword there breaks protoc-c's own header (C++
+ * ones only matter to C++). Ours is escaped, so all we can do is say where
+ * the compile error will come from. */
 static void warn_keywords(const Google__Protobuf__FileDescriptorProto *f,
                           const service_model *sm) {
   for (size_t i = 0; i < sm->n_methods; i++)
-    if (names_is_keyword(sm->methods[i].lower))
+    if (names_is_c_keyword(sm->methods[i].lower))
       fprintf(stderr,
               "protoc-gen-sluice: warning: %s: method %s of %s: protoc-c "
-              "names a member of %s_Service '%s', a C/C++ keyword; its "
-              "generated header may not compile (sluice uses '%s')\n",
+              "names a member of %s_Service '%s', a C keyword, so its "
+              "header will not compile; rename the method (sluice "
+              "itself uses '%s')\n",
               f->name, sm->methods[i].name, sm->full_name, sm->c_name,
               sm->methods[i].lower, sm->methods[i].member);
 }

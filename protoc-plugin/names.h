@@ -44,4 +44,7 @@ char *names_file_identifier(const char *file_name);
  * struct member or parameter in a header that either language includes. */
 int names_is_keyword(const char *name);
 
+/* Non-zero when name is a C keyword (up to C23). */
+int names_is_c_keyword(const char *name);
+
 #endif
