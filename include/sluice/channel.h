@@ -15,6 +15,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/status.h"
@@ -104,9 +105,6 @@ typedef struct sluice_call_opts {
 /* Fills o with "no options". */
 void sluice_call_opts_init(sluice_call_opts *o);
 
-/* Monotonic clock in nanoseconds, the clock of deadline_ns. */
-uint64_t sluice_now_ns(void);
-
 /* Completion of a unary call. Runs exactly once, on the channel's loop
  * thread. st is borrowed until the callback returns. resp is the decoded
  * response when st->code is OK, else NULL; it is owned by the library and
@@ -149,12 +147,10 @@ int sluice_unary_call_tramp(sluice_channel *ch,
  * protobuf_c_message_free_unpacked(*resp, NULL). Returns the status code;
  * API misuse (NULL pointers, call on the loop thread) yields
  * INVALID_ARGUMENT/FAILED_PRECONDITION statuses generated locally. */
-sluice_status_code sluice_unary_call_blocking(sluice_channel *ch,
-                                              const sluice_method_desc *method,
-                                              const ProtobufCMessage *req,
-                                              ProtobufCMessage **resp,
-                                              const sluice_call_opts *opts,
-                                              sluice_status *status);
+sluice_status_code
+sluice_unary_call_blocking(sluice_channel *ch, const sluice_method_desc *method,
+                           const ProtobufCMessage *req, ProtobufCMessage **resp,
+                           const sluice_call_opts *opts, sluice_status *status);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/status.h"
@@ -123,8 +124,8 @@ int sluice_server_call_add_initial_metadata(sluice_server_call *call,
                                             size_t len);
 /* Adds metadata to send with the trailers (before finish only; copied). */
 int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
-                                             const char *key,
-                                             const void *value, size_t len);
+                                             const char *key, const void *value,
+                                             size_t len);
 
 /* The client's custom metadata (borrowed; valid until finish). Never NULL. */
 const sluice_metadata *

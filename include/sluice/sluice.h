@@ -3,6 +3,7 @@
 #define SLUICE_SLUICE_H
 
 #include "sluice/channel.h"
+#include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/server.h"

@@ -51,7 +51,7 @@ const char *sluice_status_name(sluice_status_code code);
   XX(NOMEM, -2, "out of memory")                                               \
   XX(BAD_TARGET, -3, "target string cannot be parsed")                         \
   XX(BAD_ADDRESS, -4, "address cannot be parsed or bound")                     \
-  XX(STATE, -5, "object is in the wrong state for this operation")            \
+  XX(STATE, -5, "object is in the wrong state for this operation")             \
   XX(ON_LOOP_THREAD, -6, "blocking call made on the loop thread")              \
   XX(SYSTEM, -7, "operating system call failed")                               \
   XX(DUPLICATE, -8, "already registered")

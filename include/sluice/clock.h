@@ -1,0 +1,18 @@
+/* sluice: the clock of deadlines. */
+#ifndef SLUICE_CLOCK_H
+#define SLUICE_CLOCK_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC), the clock of every
+ * absolute deadline in the API. Thread-safe. */
+uint64_t sluice_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,383 @@
+/* Channels: options, targets and resolution, and dispatching calls to
+ * destinations. Picking is round robin over destinations with a free stream
+ * for now; the load-balancing strategies replace sluice__channel_pick. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+
+int sluice_channel_opts_new(sluice_channel_opts **out) {
+  if (!out)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_channel_opts *o = calloc(1, sizeof *o);
+  if (!o)
+    return SLUICE_ERR_NOMEM;
+  o->max_response_size = 4u * 1024 * 1024;
+  o->max_request_size = UINT32_MAX;
+  o->resolve_interval_ms = 30000;
+  o->backoff_initial_ms = 1000;
+  o->backoff_max_ms = 120000;
+  o->connect_timeout_ms = 20000;
+  *out = o;
+  return 0;
+}
+
+void sluice_channel_opts_del(sluice_channel_opts *o) {
+  if (o) {
+    free(o->authority);
+    free(o);
+  }
+}
+
+int sluice_channel_opts_set_loop(sluice_channel_opts *o, uv_loop_t *loop) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->loop = loop;
+  return 0;
+}
+
+int sluice_channel_opts_set_max_response_size(sluice_channel_opts *o,
+                                              uint32_t bytes) {
+  if (!o || !bytes)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_response_size = bytes;
+  return 0;
+}
+
+int sluice_channel_opts_set_max_request_size(sluice_channel_opts *o,
+                                             uint32_t bytes) {
+  if (!o || !bytes)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_request_size = bytes;
+  return 0;
+}
+
+int sluice_channel_opts_set_authority(sluice_channel_opts *o,
+                                      const char *authority) {
+  if (!o || !authority || !*authority)
+    return SLUICE_ERR_INVALID_ARG;
+  char *a = strdup(authority);
+  if (!a)
+    return SLUICE_ERR_NOMEM;
+  free(o->authority);
+  o->authority = a;
+  return 0;
+}
+
+int sluice_channel_opts_set_resolve_interval_ms(sluice_channel_opts *o,
+                                                uint32_t ms) {
+  if (!o || !ms)
+    return SLUICE_ERR_INVALID_ARG;
+  o->resolve_interval_ms = ms;
+  return 0;
+}
+
+int sluice_channel_opts_set_backoff_ms(sluice_channel_opts *o,
+                                       uint32_t initial_ms, uint32_t max_ms) {
+  if (!o || !initial_ms || max_ms < initial_ms)
+    return SLUICE_ERR_INVALID_ARG;
+  o->backoff_initial_ms = initial_ms;
+  o->backoff_max_ms = max_ms;
+  return 0;
+}
+
+int sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o,
+                                               uint32_t ms) {
+  if (!o || !ms)
+    return SLUICE_ERR_INVALID_ARG;
+  o->connect_timeout_ms = ms;
+  return 0;
+}
+
+/* ---- destinations from the target */
+
+static int add_dest(sluice_channel *ch, const sluice__addr *a) {
+  sluice__dest **v = realloc(ch->dests, (ch->n_dests + 1) * sizeof *v);
+  if (!v)
+    return SLUICE_ERR_NOMEM;
+  ch->dests = v;
+  sluice__dest *d;
+  int rv = sluice__dest_new(&d, ch, a);
+  if (rv != 0)
+    return rv;
+  ch->dests[ch->n_dests++] = d;
+  return 0;
+}
+
+/* Replaces the destination set with addrs: new ones are added, vanished
+ * ones are removed (their connections drain). */
+static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
+                          size_t n) {
+  size_t keep = 0;
+  for (size_t i = 0; i < ch->n_dests; i++) {
+    int found = 0;
+    for (size_t j = 0; j < n && !found; j++)
+      found = strcmp(ch->dests[i]->addr.name, addrs[j].name) == 0;
+    if (found)
+      ch->dests[keep++] = ch->dests[i];
+    else
+      sluice__dest_remove(ch->dests[i]);
+  }
+  ch->n_dests = keep;
+  for (size_t j = 0; j < n; j++) {
+    int found = 0;
+    for (size_t i = 0; i < ch->n_dests && !found; i++)
+      found = strcmp(ch->dests[i]->addr.name, addrs[j].name) == 0;
+    if (!found)
+      add_dest(ch, &addrs[j]);
+  }
+  if (ch->rr_next >= ch->n_dests)
+    ch->rr_next = 0;
+}
+
+static void on_resolve_timer(uv_timer_t *t) {
+  sluice__channel_request_resolve(t->data);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status,
+                        struct addrinfo *res) {
+  sluice_channel *ch = req->data;
+  ch->resolving = 0;
+  if (ch->closing) {
+    uv_freeaddrinfo(res);
+    sluice__channel_maybe_free(ch);
+    return;
+  }
+  size_t n = 0;
+  sluice__addr *addrs = status == 0 ? sluice__addrs_from_ai(res, &n) : NULL;
+  uv_freeaddrinfo(res);
+  if (addrs) {
+    ch->resolve_error[0] = 0;
+    set_addresses(ch, addrs, n);
+    free(addrs);
+  } else {
+    snprintf(ch->resolve_error, sizeof ch->resolve_error,
+             "DNS resolution of %s failed: %s", ch->target.host,
+             status ? uv_strerror(status) : "no IPv4/IPv6 address");
+  }
+  ch->resolved_once = 1;
+  if (!ch->resolve_timer_open) {
+    /* Re-resolve periodically so that new pods are picked up. */
+    uv_timer_init(sluice__loop_uv(ch->loop), &ch->resolve_timer);
+    ch->resolve_timer.data = ch;
+    ch->resolve_timer_open = 1;
+    uv_timer_start(&ch->resolve_timer, on_resolve_timer,
+                   ch->opts.resolve_interval_ms, ch->opts.resolve_interval_ms);
+  }
+  sluice__channel_dispatch(ch);
+}
+
+void sluice__channel_request_resolve(sluice_channel *ch) {
+  if (ch->target.kind != SLUICE__TARGET_DNS || ch->resolving || ch->closing)
+    return;
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  ch->gai.data = ch;
+  if (uv_getaddrinfo(sluice__loop_uv(ch->loop), &ch->gai, on_resolved,
+                     ch->target.host, ch->target.port, &hints) == 0)
+    ch->resolving = 1;
+  else {
+    snprintf(ch->resolve_error, sizeof ch->resolve_error,
+             "cannot start DNS resolution of %s", ch->target.host);
+    ch->resolved_once = 1;
+  }
+}
+
+/* ---- dispatch */
+
+static sluice__dest *pick(sluice_channel *ch) {
+  for (size_t k = 0; k < ch->n_dests; k++) {
+    size_t i = (ch->rr_next + k) % ch->n_dests;
+    if (sluice__dest_has_capacity(ch->dests[i])) {
+      ch->rr_next = (i + 1) % ch->n_dests;
+      return ch->dests[i];
+    }
+  }
+  return NULL;
+}
+
+/* Why nothing can take a call: the first destination's last error, or the
+ * resolver's. */
+static const char *unavailable_reason(sluice_channel *ch, char *buf,
+                                      size_t len) {
+  if (ch->n_dests == 0)
+    return ch->resolve_error[0] ? ch->resolve_error
+                                : "no addresses for the target";
+  for (size_t i = 0; i < ch->n_dests; i++)
+    if (ch->dests[i]->last_error[0]) {
+      if (ch->n_dests == 1)
+        return ch->dests[i]->last_error;
+      snprintf(buf, len, "all %zu destinations failing; %s", ch->n_dests,
+               ch->dests[i]->last_error);
+      return buf;
+    }
+  return "no destination is available";
+}
+
+void sluice__channel_dispatch(sluice_channel *ch) {
+  if (ch->closing)
+    return;
+  if (sluice__link_empty(&ch->pending))
+    return;
+  if (ch->target.kind == SLUICE__TARGET_DNS && !ch->resolved_once) {
+    sluice__channel_request_resolve(ch);
+    return;
+  }
+  if (!ch->resolved_once) {
+    /* Fixed addresses: destinations are created here, on the loop thread,
+     * because their handles belong to the loop. */
+    ch->resolved_once = 1;
+    if (ch->target.kind == SLUICE__TARGET_UNIX) {
+      sluice__addr a;
+      memset(&a, 0, sizeof a);
+      a.ss.ss_family = AF_UNIX;
+      snprintf(a.name, sizeof a.name, "%s", ch->target.path);
+      add_dest(ch, &a);
+    } else {
+      set_addresses(ch, ch->target.addrs, ch->target.n_addrs);
+    }
+  }
+  while (!sluice__link_empty(&ch->pending)) {
+    sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
+                                         offsetof(sluice__ccall, link));
+    sluice__dest *d = pick(ch);
+    if (!d)
+      break;
+    sluice__link_remove(&c->link);
+    int rv = sluice__cconn_submit(d->conn, c);
+    if (rv != 0) {
+      c->state = SLUICE__CALL_PENDING;
+      sluice__link_push(&ch->pending, &c->link); /* so complete unlinks */
+      sluice__ccall_complete(c, SLUICE_STATUS_INTERNAL,
+                             "HTTP/2 layer refused the request");
+    }
+  }
+  if (sluice__link_empty(&ch->pending))
+    return;
+  /* Calls wait: make sure something will move them. Connect idle
+   * destinations; if none is connecting or usable, fail fast (gRPC's default
+   * for a channel in TRANSIENT_FAILURE). */
+  int hope = ch->resolving;
+  for (size_t i = 0; i < ch->n_dests; i++) {
+    sluice__dest *d = ch->dests[i];
+    if (d->state == SLUICE__DEST_IDLE)
+      sluice__dest_connect(d);
+    if (d->state == SLUICE__DEST_CONNECTING || d->state == SLUICE__DEST_READY)
+      hope = 1;
+  }
+  if (hope)
+    return;
+  char buf[320];
+  const char *why = unavailable_reason(ch, buf, sizeof buf);
+  char msg[320];
+  snprintf(msg, sizeof msg, "%s", why);
+  while (!sluice__link_empty(&ch->pending)) {
+    sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
+                                         offsetof(sluice__ccall, link));
+    sluice__ccall_complete(c, SLUICE_STATUS_UNAVAILABLE, msg);
+  }
+}
+
+/* ---- create / destroy */
+
+int sluice_channel_new(sluice_channel **out, const char *target,
+                       const sluice_channel_opts *opts) {
+  if (!out || !target)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_channel *ch = calloc(1, sizeof *ch);
+  if (!ch)
+    return SLUICE_ERR_NOMEM;
+  sluice_channel_opts *defaults = NULL;
+  if (!opts) {
+    if (sluice_channel_opts_new(&defaults) != 0) {
+      free(ch);
+      return SLUICE_ERR_NOMEM;
+    }
+    opts = defaults;
+  }
+  ch->opts = *opts;
+  ch->opts.authority = NULL;
+  const char *reason;
+  if (sluice__target_parse(target, &ch->target, &reason) != 0) {
+    sluice_channel_opts_del(defaults);
+    free(ch);
+    return SLUICE_ERR_BAD_TARGET;
+  }
+  ch->authority =
+      strdup(opts->authority ? opts->authority : ch->target.authority);
+  sluice_channel_opts_del(defaults);
+  if (!ch->authority)
+    goto nomem;
+  snprintf(ch->user_agent, sizeof ch->user_agent, "grpc-c-sluice/%s",
+           SLUICE_VERSION);
+  sluice__link_init(&ch->pending);
+  int rv = sluice__loop_new(&ch->loop, ch->opts.loop);
+  if (rv != 0) {
+    free(ch->authority);
+    sluice__target_free(&ch->target);
+    free(ch);
+    return rv;
+  }
+  ch->owned_loop = ch->opts.loop == NULL;
+  /* Handles must be created on the loop's thread for owned loops; a
+   * channel creates its destinations lazily there (first dispatch). */
+  *out = ch;
+  return 0;
+nomem:
+  sluice__target_free(&ch->target);
+  free(ch);
+  return SLUICE_ERR_NOMEM;
+}
+
+/* Frees the channel once it is closing and the last call, destination,
+ * timer and resolution are gone; each of those calls this as it goes. */
+void sluice__channel_maybe_free(sluice_channel *ch) {
+  if (!ch->closing || ch->resolving || ch->resolve_timer_open ||
+      ch->live_dests != 0 ||
+      __atomic_load_n(&ch->live_calls, __ATOMIC_RELAXED) != 0)
+    return;
+  free(ch->dests);
+  free(ch->authority);
+  sluice__target_free(&ch->target);
+  free(ch);
+}
+
+static void on_resolve_timer_closed(uv_handle_t *h) {
+  sluice_channel *ch = h->data;
+  ch->resolve_timer_open = 0;
+  sluice__channel_maybe_free(ch);
+}
+
+/* Runs on the loop thread: fail everything, close every handle. The channel
+ * frees itself once the last handle and call are gone. */
+static void shutdown_on_loop(void *ud) {
+  sluice_channel *ch = ud;
+  ch->closing = 1;
+  while (!sluice__link_empty(&ch->pending)) {
+    sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
+                                         offsetof(sluice__ccall, link));
+    sluice__ccall_complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
+  }
+  if (ch->resolving)
+    uv_cancel((uv_req_t *)&ch->gai);
+  if (ch->resolve_timer_open)
+    uv_close((uv_handle_t *)&ch->resolve_timer, on_resolve_timer_closed);
+  /* dest_remove may free a dest at once: detach the array first. */
+  size_t n = ch->n_dests;
+  sluice__dest **v = ch->dests;
+  for (size_t i = 0; i < n; i++) {
+    sluice__dest *d = v[i];
+    v[i] = NULL;
+    sluice__dest_remove(d);
+  }
+  sluice__channel_maybe_free(ch);
+}
+
+void sluice_channel_del(sluice_channel *ch) {
+  if (!ch)
+    return;
+  sluice__loop_del(ch->loop, shutdown_on_loop, ch);
+}

@@ -1,0 +1,175 @@
+/* Internal structures of the client layer: channel -> destinations -> HTTP/2
+ * connections -> calls. Everything here lives on the channel's loop thread,
+ * except where a comment says otherwise. */
+#ifndef SLUICE_CLIENT_CLIENT_H
+#define SLUICE_CLIENT_CLIENT_H
+
+#include <stdint.h>
+
+#include "core/loop.h"
+#include "sluice/channel.h"
+#include "transport/conn.h"
+#include "transport/target.h"
+#include "wire/framing.h"
+
+typedef struct sluice__dest sluice__dest;
+typedef struct sluice__cconn sluice__cconn;
+typedef struct sluice__ccall sluice__ccall;
+
+/* Intrusive doubly linked list node. */
+typedef struct sluice__link {
+  struct sluice__link *prev, *next;
+} sluice__link;
+
+void sluice__link_init(sluice__link *head);
+void sluice__link_push(sluice__link *head, sluice__link *n);
+void sluice__link_remove(sluice__link *n);
+int sluice__link_empty(const sluice__link *head);
+
+typedef enum {
+  SLUICE__CALL_NEW,     /* created, not yet on the loop */
+  SLUICE__CALL_PENDING, /* waiting for a connection or a free stream */
+  SLUICE__CALL_ACTIVE,  /* on an HTTP/2 stream */
+  SLUICE__CALL_DONE     /* callback fired; waiting for handles to close */
+} sluice__call_state;
+
+/* One client call (unary for now). */
+struct sluice__ccall {
+  sluice__task start_task;
+  sluice__link link; /* in ch->pending or cconn->calls */
+  sluice_channel *ch;
+  const sluice_method_desc *method;
+  sluice__call_state state;
+  /* request: 5-byte prefix + message, sent by the data provider */
+  uint8_t *req;
+  size_t req_len, req_sent;
+  uint64_t deadline_ns; /* 0 = none */
+  uint32_t max_response_size;
+  sluice_metadata *send_md;
+  /* completion */
+  sluice_unary_tramp tramp;
+  sluice_generic_fn cb;
+  void *user_data;
+  /* transport */
+  sluice__cconn *conn;
+  int32_t stream_id;
+  uv_timer_t timer;
+  int timer_open;
+  int refs; /* logical + timer handle + open stream */
+  /* response */
+  int http_status;
+  int got_headers; /* response HEADERS seen */
+  int have_grpc_status;
+  sluice_status_code grpc_status;
+  char *grpc_message;
+  int bad_content_type;
+  sluice_metadata *hdr_md; /* header block being received */
+  sluice_metadata *initial_md, *trailing_md;
+  sluice__deframer deframer;
+  ProtobufCMessage *resp;
+  int n_msgs;
+  sluice_status_code fail_code; /* a local failure while receiving */
+  const char *fail_reason;
+  char fail_buf[160];
+  uint64_t start_ns;
+};
+
+typedef enum {
+  SLUICE__DEST_IDLE,
+  SLUICE__DEST_CONNECTING,
+  SLUICE__DEST_READY,
+  SLUICE__DEST_TRANSIENT_FAILURE
+} sluice__dest_state;
+
+/* One resolved address of the channel and its connection. */
+struct sluice__dest {
+  sluice_channel *ch;
+  sluice__addr addr;
+  sluice__dest_state state;
+  sluice__cconn *conn; /* the connection new calls go to, or NULL */
+  uv_timer_t backoff_timer;
+  int timer_open;
+  uint64_t backoff_ms; /* next back-off delay */
+  char last_error[160];
+  int removed; /* dropped by re-resolution; freed when it has no conns */
+  int n_conns; /* live connections (active + draining) */
+  uint64_t in_flight;
+};
+
+/* One HTTP/2 client connection. */
+struct sluice__cconn {
+  sluice__conn conn; /* first: the transport */
+  sluice__dest *dest;
+  sluice__link calls;
+  uint32_t active_streams;
+  int ready;    /* TCP connected and session created */
+  int draining; /* GOAWAY received: no new streams */
+  int failed_before_ready;
+};
+
+struct sluice_channel_opts {
+  uv_loop_t *loop;
+  uint32_t max_response_size;
+  uint32_t max_request_size;
+  char *authority;
+  uint32_t resolve_interval_ms;
+  uint32_t backoff_initial_ms, backoff_max_ms;
+  uint32_t connect_timeout_ms;
+};
+
+struct sluice_channel {
+  sluice__loop *loop;
+  struct sluice_channel_opts opts;
+  sluice__target target;
+  char *authority;
+  char user_agent[64];
+  sluice__dest **dests;
+  size_t n_dests;
+  size_t rr_next;
+  sluice__link pending;
+  uv_getaddrinfo_t gai;
+  int resolving;
+  int resolved_once;
+  char resolve_error[160];
+  uv_timer_t resolve_timer;
+  int resolve_timer_open;
+  int closing;
+  uint64_t live_calls; /* started and not yet freed; atomic */
+  size_t live_dests;   /* created and not yet freed */
+  sluice__task del_task;
+  int owned_loop;
+};
+
+/* channel.c */
+void sluice__channel_dispatch(sluice_channel *ch);
+void sluice__channel_request_resolve(sluice_channel *ch);
+void sluice__channel_maybe_free(sluice_channel *ch);
+
+/* dest.c */
+int sluice__dest_new(sluice__dest **out, sluice_channel *ch,
+                     const sluice__addr *addr);
+void sluice__dest_connect(sluice__dest *d);
+void sluice__dest_remove(sluice__dest *d);
+/* Non-zero when the destination can take one more stream now. */
+int sluice__dest_has_capacity(const sluice__dest *d);
+void sluice__dest_conn_ready(sluice__dest *d, sluice__cconn *c);
+void sluice__dest_conn_failed(sluice__dest *d, sluice__cconn *c,
+                              const char *reason, int was_ready);
+
+/* client_conn.c */
+int sluice__cconn_new(sluice__cconn **out, sluice__dest *d);
+int sluice__cconn_submit(sluice__cconn *c, sluice__ccall *call);
+void sluice__cconn_cancel_stream(sluice__cconn *c, sluice__ccall *call,
+                                 uint32_t h2_error);
+int sluice__cconn_can_take(const sluice__cconn *c);
+
+/* call.c */
+void sluice__ccall_start(sluice__ccall *call);
+/* Completes the call with code/message (copied) unless already done. */
+void sluice__ccall_complete(sluice__ccall *call, sluice_status_code code,
+                            const char *message);
+/* The stream ended (on_stream_close): derive the final status. */
+void sluice__ccall_stream_closed(sluice__ccall *call, uint32_t h2_error);
+void sluice__ccall_unref(sluice__ccall *call);
+
+#endif

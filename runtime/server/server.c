@@ -1,0 +1,422 @@
+/* Servers: options, the method registry, listening sockets, loop threads,
+ * and graceful shutdown. Connections are accepted on loop 0 and handed to
+ * loops round robin (SO_REUSEPORT's hashing balanced poorly here). */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "server/server_internal.h"
+
+int sluice_server_opts_new(sluice_server_opts **out) {
+  if (!out)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_server_opts *o = calloc(1, sizeof *o);
+  if (!o)
+    return SLUICE_ERR_NOMEM;
+  o->max_request_size = 4u * 1024 * 1024;
+  o->max_response_size = UINT32_MAX;
+  o->max_concurrent_streams = 1000;
+  *out = o;
+  return 0;
+}
+
+void sluice_server_opts_del(sluice_server_opts *o) { free(o); }
+
+int sluice_server_opts_set_threads(sluice_server_opts *o, unsigned n) {
+  if (!o || n > 1024)
+    return SLUICE_ERR_INVALID_ARG;
+  o->threads = n;
+  return 0;
+}
+
+int sluice_server_opts_set_max_request_size(sluice_server_opts *o,
+                                            uint32_t bytes) {
+  if (!o || !bytes)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_request_size = bytes;
+  return 0;
+}
+
+int sluice_server_opts_set_max_response_size(sluice_server_opts *o,
+                                             uint32_t bytes) {
+  if (!o || !bytes)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_response_size = bytes;
+  return 0;
+}
+
+int sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
+                                                  uint32_t n) {
+  if (!o || !n)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_concurrent_streams = n;
+  return 0;
+}
+
+int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
+  if (!out)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_server *s = calloc(1, sizeof *s);
+  if (!s)
+    return SLUICE_ERR_NOMEM;
+  sluice_server_opts *defaults = NULL;
+  if (!opts) {
+    if (sluice_server_opts_new(&defaults) != 0) {
+      free(s);
+      return SLUICE_ERR_NOMEM;
+    }
+    opts = defaults;
+  }
+  s->opts = *opts;
+  sluice_server_opts_del(defaults);
+  uv_mutex_init(&s->mu);
+  uv_cond_init(&s->cv);
+  *out = s;
+  return 0;
+}
+
+int sluice_server_add_service(sluice_server *srv,
+                              const sluice_service_desc *desc,
+                              const sluice_unary_dispatch *dispatch,
+                              const void *handlers, size_t handlers_size,
+                              void *user_data) {
+  if (!srv || !desc || !dispatch || (!handlers && handlers_size))
+    return SLUICE_ERR_INVALID_ARG;
+  if (srv->started)
+    return SLUICE_ERR_STATE;
+  for (size_t i = 0; i < desc->n_methods; i++)
+    if (sluice__server_route(srv, desc->methods[i].path,
+                             strlen(desc->methods[i].path)))
+      return SLUICE_ERR_DUPLICATE;
+  void *copy = malloc(handlers_size ? handlers_size : 1);
+  void **copies =
+      realloc(srv->handler_copies, (srv->n_services + 1) * sizeof *copies);
+  sluice__route *routes =
+      realloc(srv->routes, (srv->n_routes + desc->n_methods) * sizeof *routes);
+  if (copies)
+    srv->handler_copies = copies;
+  if (routes)
+    srv->routes = routes;
+  if (!copy || !copies || !routes) {
+    free(copy);
+    return SLUICE_ERR_NOMEM;
+  }
+  if (handlers_size)
+    memcpy(copy, handlers, handlers_size);
+  srv->handler_copies[srv->n_services++] = copy;
+  for (size_t i = 0; i < desc->n_methods; i++) {
+    sluice__route *r = &srv->routes[srv->n_routes++];
+    r->method = &desc->methods[i];
+    r->dispatch = dispatch[i];
+    r->handlers = copy;
+    r->user_data = user_data;
+  }
+  return 0;
+}
+
+/* Linear: services have few methods; a hash comes with the benchmarks if a
+ * profile shows it. */
+const sluice__route *sluice__server_route(const sluice_server *srv,
+                                          const char *path, size_t len) {
+  for (size_t i = 0; i < srv->n_routes; i++) {
+    const char *p = srv->routes[i].method->path;
+    if (strlen(p) == len && memcmp(p, path, len) == 0)
+      return &srv->routes[i];
+  }
+  return NULL;
+}
+
+/* ---- listening (plain sockets: the port is known before loops start) */
+
+static int listen_unix(sluice_server *srv, const char *path) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  if (!*path || strlen(path) >= sizeof sa.sun_path)
+    return SLUICE_ERR_BAD_ADDRESS;
+  sa.sun_family = AF_UNIX;
+  strcpy(sa.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return SLUICE_ERR_SYSTEM;
+  unlink(path); /* a stale socket file from an earlier run */
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(fd, 1024) != 0) {
+    close(fd);
+    return SLUICE_ERR_BAD_ADDRESS;
+  }
+  sluice__listener *l =
+      realloc(srv->listeners, (srv->n_listeners + 1) * sizeof *l);
+  if (!l) {
+    close(fd);
+    return SLUICE_ERR_NOMEM;
+  }
+  srv->listeners = l;
+  l = &srv->listeners[srv->n_listeners++];
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  l->is_pipe = 1;
+  l->path = strdup(path);
+  return 0;
+}
+
+int sluice_server_listen(sluice_server *srv, const char *address,
+                         int *port_out) {
+  if (!srv || !address)
+    return SLUICE_ERR_INVALID_ARG;
+  if (srv->started)
+    return SLUICE_ERR_STATE;
+  if (port_out)
+    *port_out = 0;
+  if (strncmp(address, "unix:", 5) == 0)
+    return listen_unix(srv, address + 5);
+  /* host:port or [v6]:port */
+  char host[256];
+  const char *colon = strrchr(address, ':');
+  if (!colon || colon == address || strlen(colon + 1) == 0 ||
+      (size_t)(colon - address) >= sizeof host)
+    return SLUICE_ERR_BAD_ADDRESS;
+  const char *hs = address;
+  size_t hl = (size_t)(colon - address);
+  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
+    hs++;
+    hl -= 2;
+  }
+  memcpy(host, hs, hl);
+  host[hl] = 0;
+  for (const char *p = colon + 1; *p; p++)
+    if (*p < '0' || *p > '9')
+      return SLUICE_ERR_BAD_ADDRESS;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (getaddrinfo(hl ? host : NULL, colon + 1, &hints, &res) != 0 || !res)
+    return SLUICE_ERR_BAD_ADDRESS;
+  int fd =
+      socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    return SLUICE_ERR_SYSTEM;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+    freeaddrinfo(res);
+    close(fd);
+    return SLUICE_ERR_BAD_ADDRESS;
+  }
+  freeaddrinfo(res);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  getsockname(fd, (struct sockaddr *)&ss, &sl);
+  int port = ss.ss_family == AF_INET6
+                 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  sluice__listener *l =
+      realloc(srv->listeners, (srv->n_listeners + 1) * sizeof *l);
+  if (!l) {
+    close(fd);
+    return SLUICE_ERR_NOMEM;
+  }
+  srv->listeners = l;
+  l = &srv->listeners[srv->n_listeners++];
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  if (port_out)
+    *port_out = port;
+  return 0;
+}
+
+/* ---- accepting */
+
+typedef struct handoff {
+  sluice__task task;
+  sluice__sloop *sl;
+  int fd;
+  int is_pipe;
+} handoff;
+
+static void on_handoff(sluice__task *t) {
+  handoff *h = (handoff *)t;
+  if (h->sl->srv->shut_down ||
+      sluice__sconn_accept(h->sl, h->fd, h->is_pipe) != 0)
+    close(h->fd);
+  free(h);
+}
+
+static void on_listen_readable(uv_poll_t *p, int status, int events) {
+  sluice__listener *l = p->data;
+  sluice_server *srv = ((sluice__sloop *)l->poll.loop->data)->srv;
+  (void)events;
+  if (status < 0)
+    return;
+  /* Drain the backlog, bounded so one burst cannot starve the loop. */
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+      break;
+    handoff *h = malloc(sizeof *h);
+    if (!h) {
+      close(fd);
+      continue;
+    }
+    memset(h, 0, sizeof *h);
+    h->task.fn = on_handoff;
+    h->sl = &srv->loops[srv->next_loop++ % srv->n_loops];
+    h->fd = fd;
+    h->is_pipe = l->is_pipe;
+    sluice__loop_post(h->sl->loop, &h->task);
+  }
+}
+
+static void start_listeners(sluice__task *t) {
+  sluice__sloop *sl =
+      (sluice__sloop *)((char *)t - offsetof(sluice__sloop, start_task));
+  sluice_server *srv = sl->srv;
+  sluice__loop_uv(sl->loop)->data = sl;
+  for (size_t i = 0; i < srv->n_listeners; i++) {
+    sluice__listener *l = &srv->listeners[i];
+    uv_poll_init(sluice__loop_uv(sl->loop), &l->poll, l->fd);
+    l->poll.data = l;
+    uv_poll_start(&l->poll, UV_READABLE, on_listen_readable);
+    srv->listeners_open++;
+  }
+}
+
+int sluice_server_start(sluice_server *srv) {
+  if (!srv)
+    return SLUICE_ERR_INVALID_ARG;
+  if (srv->started || srv->n_listeners == 0)
+    return SLUICE_ERR_STATE;
+  unsigned n = srv->opts.threads;
+  if (n == 0) {
+    n = (unsigned)uv_available_parallelism();
+    if (n == 0)
+      n = 1;
+  }
+  srv->loops = calloc(n, sizeof *srv->loops);
+  if (!srv->loops)
+    return SLUICE_ERR_NOMEM;
+  for (unsigned i = 0; i < n; i++) {
+    sluice__sloop *sl = &srv->loops[i];
+    sl->srv = srv;
+    int rv = sluice__loop_new(&sl->loop, NULL);
+    if (rv != 0) {
+      srv->n_loops = i;
+      srv->started = 1;
+      sluice_server_shutdown(srv, 0);
+      return rv;
+    }
+    srv->n_loops = i + 1;
+  }
+  srv->started = 1;
+  srv->loops[0].start_task.fn = start_listeners;
+  sluice__loop_post(srv->loops[0].loop, &srv->loops[0].start_task);
+  return 0;
+}
+
+/* ---- shutdown */
+
+static void on_listener_closed(uv_handle_t *h) {
+  sluice__listener *l = h->data;
+  close(l->fd);
+  if (l->path)
+    unlink(l->path);
+  l->fd = -1;
+}
+
+static void drain_loop(sluice__task *t) {
+  sluice__sloop *sl =
+      (sluice__sloop *)((char *)t - offsetof(sluice__sloop, drain_task));
+  sluice_server *srv = sl->srv;
+  if (sl == &srv->loops[0]) {
+    for (size_t i = 0; i < srv->n_listeners; i++)
+      if (srv->listeners[i].fd >= 0 && srv->listeners_open)
+        uv_close((uv_handle_t *)&srv->listeners[i].poll, on_listener_closed);
+    srv->listeners_open = 0;
+  }
+  for (sluice__sconn *sc = sl->conns; sc;) {
+    sluice__sconn *next = sc->next;
+    sluice__sconn_goaway(sc);
+    sc = next;
+  }
+}
+
+static void force_loop(void *ud) {
+  sluice__sloop *sl = ud;
+  for (sluice__sconn *sc = sl->conns; sc;) {
+    sluice__sconn *next = sc->next;
+    sluice__sconn_close(sc, "server shut down");
+    sc = next;
+  }
+}
+
+void sluice__server_conn_gone(sluice_server *srv) {
+  uv_mutex_lock(&srv->mu);
+  srv->live_conns--;
+  uv_cond_broadcast(&srv->cv);
+  uv_mutex_unlock(&srv->mu);
+}
+
+int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
+  if (!srv)
+    return SLUICE_ERR_INVALID_ARG;
+  if (!srv->started || srv->shut_down) {
+    srv->shut_down = 1;
+    return 0;
+  }
+  srv->shut_down = 1;
+  for (unsigned i = 0; i < srv->n_loops; i++) {
+    srv->loops[i].drain_task.fn = drain_loop;
+    sluice__loop_post(srv->loops[i].loop, &srv->loops[i].drain_task);
+  }
+  /* Let in-flight calls finish until the grace period ends. */
+  uint64_t end = uv_hrtime() + grace_ms * 1000000ull;
+  uv_mutex_lock(&srv->mu);
+  while (srv->live_conns > 0) {
+    uint64_t now = uv_hrtime();
+    if (now >= end)
+      break;
+    uv_cond_timedwait(&srv->cv, &srv->mu, end - now);
+  }
+  srv->stopped = 1; /* late replies are freed by their thread from now on */
+  uv_mutex_unlock(&srv->mu);
+  /* Cancel what is left and stop each loop (joins its thread). Loop 0 last:
+   * it owns the listeners. */
+  for (unsigned i = srv->n_loops; i-- > 0;)
+    sluice__loop_del(srv->loops[i].loop, force_loop, &srv->loops[i]);
+  for (size_t i = 0; i < srv->n_listeners; i++)
+    if (srv->listeners[i].fd >= 0) {
+      close(srv->listeners[i].fd);
+      if (srv->listeners[i].path)
+        unlink(srv->listeners[i].path);
+      srv->listeners[i].fd = -1;
+    }
+  return 0;
+}
+
+void sluice_server_del(sluice_server *srv) {
+  if (!srv)
+    return;
+  sluice_server_shutdown(srv, 0);
+  for (size_t i = 0; i < srv->n_listeners; i++) {
+    if (srv->listeners[i].fd >= 0)
+      close(srv->listeners[i].fd);
+    free(srv->listeners[i].path);
+  }
+  free(srv->listeners);
+  for (size_t i = 0; i < srv->n_services; i++)
+    free(srv->handler_copies[i]);
+  free(srv->handler_copies);
+  free(srv->routes);
+  free(srv->loops);
+  uv_mutex_destroy(&srv->mu);
+  uv_cond_destroy(&srv->cv);
+  free(srv);
+}

@@ -1,0 +1,288 @@
+/* The server side of one HTTP/2 connection: nghttp2 server session
+ * callbacks that turn streams into calls. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+#include "wire/metadata_internal.h"
+#include "wire/metadata_rules.h"
+#include "wire/timeout.h"
+
+static sluice_server_call *call_of(nghttp2_session *s, int32_t id) {
+  return nghttp2_session_get_stream_user_data(s, id);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
+                            void *ud) {
+  sluice__sconn *sc = ud;
+  if (frame->hd.type != NGHTTP2_HEADERS ||
+      frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+    return 0;
+  sluice_server_call *call = sluice__scall_new(sc, frame->hd.stream_id);
+  if (!call)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+  nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, call);
+  return 0;
+}
+
+#define IS(lit) (nlen == sizeof(lit) - 1 && memcmp(n, lit, nlen) == 0)
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t nlen, const uint8_t *value,
+                     size_t vlen, uint8_t flags, void *ud) {
+  (void)flags;
+  (void)ud;
+  sluice_server_call *call = call_of(s, frame->hd.stream_id);
+  if (!call || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+    return 0; /* trailers from a client carry nothing for unary calls */
+  const char *n = (const char *)name;
+  const char *v = (const char *)value;
+  if (IS(":path")) {
+    free(call->path);
+    call->path = strndup(v, vlen);
+  } else if (IS(":method")) {
+    call->bad_method = !(vlen == 4 && memcmp(v, "POST", 4) == 0);
+  } else if (IS("content-type")) {
+    call->bad_content_type =
+        !(vlen >= 16 && memcmp(v, "application/grpc", 16) == 0 &&
+          (vlen == 16 || v[16] == '+' || v[16] == ';'));
+  } else if (IS("grpc-timeout")) {
+    uint64_t ns;
+    if (sluice__timeout_decode(v, vlen, &ns) == 0)
+      call->deadline_ns =
+          sluice_now_ns() + (ns > UINT64_MAX / 2 ? UINT64_MAX / 2 : ns);
+    else
+      call->bad_timeout = 1;
+  } else if (IS("te")) {
+    call->have_te = 1;
+  } else if (n[0] != ':' || IS(":authority")) {
+    if (!sluice__md_is_reserved(n, nlen) || IS("user-agent") ||
+        IS(":authority"))
+      sluice__metadata_add_received(call->md, n, nlen, value, vlen);
+  }
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
+                         void *ud) {
+  (void)ud;
+  if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+    return 0;
+  sluice_server_call *call = call_of(s, frame->hd.stream_id);
+  if (!call)
+    return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS &&
+      frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    /* Headers complete: refuse early what can never succeed, so a client
+     * does not stream a large body for nothing. */
+    if (call->bad_method) {
+      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
+                         "gRPC requires the POST method");
+      return 0;
+    }
+    if (call->bad_content_type) {
+      call->fail_code = SLUICE_STATUS_UNKNOWN; /* answered with HTTP 415 */
+      sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
+                         "invalid gRPC request content-type");
+      return 0;
+    }
+    if (call->bad_timeout) {
+      sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
+                         "invalid grpc-timeout header");
+      return 0;
+    }
+    if (!call->path) {
+      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED, "no :path");
+      return 0;
+    }
+    call->route =
+        sluice__server_route(call->srv, call->path, strlen(call->path));
+    if (!call->route || !call->route->dispatch) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "unknown method %.250s", call->path);
+      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED, msg);
+      return 0;
+    }
+    sluice__deframer_init(&call->deframer,
+                          call->route->method->max_request_size &&
+                                  call->route->method->max_request_size <
+                                      call->srv->opts.max_request_size
+                              ? call->route->method->max_request_size
+                              : call->srv->opts.max_request_size);
+  }
+  if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+    sluice__scall_request_done(call);
+  return 0;
+}
+
+static int on_request_message(void *ud, int compressed, const uint8_t *msg,
+                              size_t len) {
+  sluice_server_call *call = ud;
+  if (compressed) {
+    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    call->fail_reason = "compressed request but no grpc-encoding is supported";
+    return 1;
+  }
+  if (++call->n_msgs > 1) {
+    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    call->fail_reason = "more than one request message for a unary method";
+    return 1;
+  }
+  call->req =
+      protobuf_c_message_unpack(call->route->method->request, NULL, len, msg);
+  if (!call->req) {
+    call->fail_code = SLUICE_STATUS_INTERNAL;
+    snprintf(call->fail_buf, sizeof call->fail_buf,
+             "failed to parse request message (%zu bytes) as %s", len,
+             call->route->method->request->name);
+    call->fail_reason = call->fail_buf;
+    return 1;
+  }
+  return 0;
+}
+
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
+                   const uint8_t *data, size_t len, void *ud) {
+  (void)flags;
+  (void)ud;
+  sluice_server_call *call = call_of(s, id);
+  if (!call || call->responded || !call->route)
+    return 0;
+  const char *reason;
+  sluice_status_code code = sluice__deframer_feed(
+      &call->deframer, data, len, on_request_message, call, &reason);
+  if (code == SLUICE_STATUS_OK)
+    return 0;
+  if (call->fail_code == SLUICE_STATUS_OK) {
+    call->fail_code = code;
+    call->fail_reason = reason;
+    if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
+        sluice__deframer_last_len(&call->deframer)) {
+      snprintf(call->fail_buf, sizeof call->fail_buf,
+               "received message larger than max (%u vs. %u)",
+               sluice__deframer_last_len(&call->deframer),
+               call->deframer.max_size);
+      call->fail_reason = call->fail_buf;
+    }
+  }
+  sluice__scall_fail(call, call->fail_code, call->fail_reason);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
+                           void *ud) {
+  (void)err;
+  sluice__sconn *sc = ud;
+  sluice_server_call *call = call_of(s, id);
+  if (!call)
+    return 0;
+  nghttp2_session_set_stream_user_data(s, id, NULL);
+  sc->active_calls--;
+  sluice__scall_stream_closed(call);
+  if (sc->draining && sc->active_calls == 0)
+    sluice__conn_close_when_flushed(&sc->conn);
+  return 0;
+}
+
+static nghttp2_session_callbacks *g_callbacks;
+static uv_once_t g_once = UV_ONCE_INIT;
+
+static void init_callbacks(void) {
+  nghttp2_session_callbacks *cbs;
+  if (nghttp2_session_callbacks_new(&cbs) != 0)
+    return;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
+                                                          on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  g_callbacks = cbs;
+}
+
+static void on_closed(sluice__conn *conn, const char *reason) {
+  (void)reason;
+  sluice__sconn *sc = (sluice__sconn *)conn;
+  sluice__sloop *sl = sc->sl;
+  /* nghttp2_session_del does not report stream closes: end each call. */
+  while (sc->calls) {
+    sluice_server_call *call = sc->calls;
+    sc->active_calls--;
+    sluice__scall_stream_closed(call); /* unlinks it */
+  }
+  if (conn->session)
+    nghttp2_session_del(conn->session);
+  if (sc->prev)
+    sc->prev->next = sc->next;
+  else
+    sl->conns = sc->next;
+  if (sc->next)
+    sc->next->prev = sc->prev;
+  sl->n_conns--;
+  sluice_server *srv = sl->srv;
+  free(sc);
+  sluice__server_conn_gone(srv);
+}
+
+static const sluice__conn_hooks hooks = {on_closed, NULL};
+
+int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
+  uv_once(&g_once, init_callbacks);
+  if (!g_callbacks)
+    return SLUICE_ERR_NOMEM;
+  sluice__sconn *sc = calloc(1, sizeof *sc);
+  if (!sc)
+    return SLUICE_ERR_NOMEM;
+  sc->sl = sl;
+  if (sluice__conn_init(&sc->conn, sl->loop, is_pipe, &hooks) != 0) {
+    free(sc);
+    return SLUICE_ERR_NOMEM;
+  }
+  sc->next = sl->conns;
+  if (sl->conns)
+    sl->conns->prev = sc;
+  sl->conns = sc;
+  sl->n_conns++;
+  uv_mutex_lock(&sl->srv->mu);
+  sl->srv->live_conns++;
+  uv_mutex_unlock(&sl->srv->mu);
+  nghttp2_session *s;
+  if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
+      nghttp2_session_server_new(&s, g_callbacks, sc) != 0) {
+    /* on_closed frees sc; the descriptor is closed with the handle if it
+     * was adopted, by the caller otherwise */
+    sluice__conn_close(&sc->conn, "cannot set up connection");
+    return 0;
+  }
+  sc->conn.session = s;
+  nghttp2_settings_entry iv[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+       sl->srv->opts.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+  };
+  nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+  nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+  sluice__conn_start(&sc->conn);
+  return 0;
+}
+
+void sluice__sconn_goaway(sluice__sconn *sc) {
+  if (sc->draining || !sc->conn.session)
+    return;
+  sc->draining = 1;
+  /* Streams up to the last one we saw go on; the client retries the rest
+   * elsewhere. nghttp2 ends the session once they are done. */
+  nghttp2_submit_goaway(
+      sc->conn.session, NGHTTP2_FLAG_NONE,
+      nghttp2_session_get_last_proc_stream_id(sc->conn.session),
+      NGHTTP2_NO_ERROR, (const uint8_t *)"shutdown", 8);
+  if (sc->active_calls == 0)
+    sluice__conn_close_when_flushed(&sc->conn);
+  sluice__conn_want_write(&sc->conn);
+}
+
+void sluice__sconn_close(sluice__sconn *sc, const char *reason) {
+  if (sc->conn.session)
+    sluice__conn_flush(&sc->conn);
+  sluice__conn_close(&sc->conn, reason);
+}

@@ -1,0 +1,91 @@
+/* One HTTP/2 connection: a stream socket (TCP or Unix) driven by an nghttp2
+ * session through its memory API, so we own the I/O.
+ *
+ * Reads are fed to nghttp2 as they arrive; writes are batched: whoever
+ * produces output calls sluice__conn_want_write(), and the connection pulls
+ * everything nghttp2 has queued in one go before the loop polls again, with
+ * at most one write in flight. While a write is in flight nothing more is
+ * pulled, so a slow peer leaves data in nghttp2's flow-controlled queues,
+ * not in ours: our buffering is bounded by SLUICE__CONN_WBUF_MAX.
+ *
+ * The connection is embedded in its owner (client or server connection); the
+ * owner creates the nghttp2 session with its own callbacks and frees both
+ * after hooks->on_closed.
+ */
+#ifndef SLUICE_TRANSPORT_CONN_H
+#define SLUICE_TRANSPORT_CONN_H
+
+#include <nghttp2/nghttp2.h>
+#include <uv.h>
+
+#include "core/loop.h"
+
+#define SLUICE__CONN_WBUF_MAX (256 * 1024)
+#define SLUICE__CONN_RBUF_SIZE (64 * 1024)
+
+typedef struct sluice__conn sluice__conn;
+
+typedef struct sluice__conn_hooks {
+  /* The socket is closed (handle closed, no callback of uv pending); called
+   * exactly once. reason is a static string. The owner may free now. */
+  void (*on_closed)(sluice__conn *c, const char *reason);
+  /* Optional: the socket connected (client side). status 0 or a uv error. */
+  void (*on_connected)(sluice__conn *c, int status);
+} sluice__conn_hooks;
+
+struct sluice__conn {
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } io;
+  int is_pipe;
+  sluice__loop *loop;
+  nghttp2_session *session; /* set by the owner before sluice__conn_start */
+  const sluice__conn_hooks *hooks;
+  sluice__task flush_task;
+  uv_connect_t connect_req;
+  uv_timer_t connect_timer;
+  int connect_timer_open;
+  uv_write_t write_req;
+  int writing;
+  uint8_t *wbuf;
+  size_t wlen;
+  uint8_t *rbuf;
+  int started;
+  int close_when_flushed;
+  int closing;
+  const char *close_reason;
+  char peer[64]; /* "ipv4:1.2.3.4:5" etc. */
+};
+
+/* Initialises c for a TCP socket (is_pipe 0) or Unix socket (1) on loop. */
+int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
+                      const sluice__conn_hooks *hooks);
+
+/* Client side: connects to addr (struct sockaddr for TCP, or a path for a
+ * pipe) with a timeout; hooks->on_connected reports the outcome. */
+int sluice__conn_connect(sluice__conn *c, const struct sockaddr *addr,
+                         const char *path, uint64_t timeout_ms);
+
+/* Server side: adopts an accepted socket descriptor. */
+int sluice__conn_open_fd(sluice__conn *c, uv_os_sock_t fd);
+
+/* Starts reading and flushes what nghttp2 has queued (the preface). */
+int sluice__conn_start(sluice__conn *c);
+
+/* Asks for a flush before the loop next polls. */
+void sluice__conn_want_write(sluice__conn *c);
+
+/* Flushes now (used when the caller needs frames out before closing). */
+void sluice__conn_flush(sluice__conn *c);
+
+/* Closes the socket once everything queued has been written (a draining
+ * connection whose last stream ended). */
+void sluice__conn_close_when_flushed(sluice__conn *c);
+
+/* Closes the socket (idempotent); hooks->on_closed follows. */
+void sluice__conn_close(sluice__conn *c, const char *reason);
+
+#endif
