@@ -1,0 +1,327 @@
+/* Shared fixture of the end-to-end tests; see e2e_common.h. */
+#include "e2e_common.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct e2e_pending {
+  sluice_server_call *call;
+  uint64_t due_ms; /* 0: held until e2e_server_release() */
+  char *text;
+  uint32_t reply_size;
+  e2e_pending *next;
+};
+
+void e2e_init(void) { signal(SIGPIPE, SIG_IGN); }
+
+uint64_t e2e_now_ms(void) { return sluice_now_ns() / 1000000u; }
+
+void e2e_sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+void e2e_fill(uint8_t *buf, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    buf[i] = (uint8_t)(i * 31u + 7u + (i >> 13));
+}
+
+int e2e_check(const uint8_t *buf, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (buf[i] != (uint8_t)(i * 31u + 7u + (i >> 13)))
+      return 0;
+  return 1;
+}
+
+void e2e_abs_ms(struct timespec *ts, unsigned ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms / 1000);
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+void e2e_cond_init(pthread_cond_t *cv) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &a);
+  pthread_condattr_destroy(&a);
+}
+
+/* ---- server side */
+
+/* Echo reply: the request's text, and reply_size bytes of pattern (or the
+ * request's payload back when reply_size is 0). */
+static int reply_echo(sluice_server_call *call, const char *text,
+                      const uint8_t *payload, size_t payload_len,
+                      uint32_t reply_size) {
+  E2e__EchoMsg out = E2E__ECHO_MSG__INIT;
+  uint8_t *buf = NULL;
+  out.text = (char *)(text != NULL ? text : "");
+  if (reply_size > 0) {
+    buf = malloc(reply_size);
+    if (buf == NULL)
+      return sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                                       "oom", NULL);
+    e2e_fill(buf, reply_size);
+    out.payload.data = buf;
+    out.payload.len = reply_size;
+  } else {
+    out.payload.data = (uint8_t *)payload;
+    out.payload.len = payload_len;
+  }
+  int rc = sluice_server_call_reply(call, &out.base);
+  free(buf);
+  return rc;
+}
+
+static void finish_late(e2e_server *s, e2e_pending *p, sluice_status_code code) {
+  int cancelled = sluice_server_call_is_cancelled(p->call) != 0;
+  int rc;
+  if (code == SLUICE_STATUS_OK)
+    rc = reply_echo(p->call, p->text, NULL, 0, p->reply_size);
+  else
+    rc = sluice_server_call_finish(p->call, code, "released", NULL);
+  free(p->text);
+  free(p);
+  pthread_mutex_lock(&s->mu);
+  s->late_done++;
+  s->late_cancelled += cancelled;
+  s->late_bad_rc += rc != 0;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Finishes delayed calls when due (all of them at once when stopping). */
+static void *replier_main(void *arg) {
+  e2e_server *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    uint64_t now = e2e_now_ms(), next = 0;
+    e2e_pending **pp = &s->pending, *due = NULL;
+    for (; *pp != NULL; pp = &(*pp)->next) {
+      e2e_pending *p = *pp;
+      if (p->due_ms == 0)
+        continue;
+      if (p->due_ms <= now || s->stopping) {
+        *pp = p->next;
+        due = p;
+        break;
+      }
+      if (next == 0 || p->due_ms < next)
+        next = p->due_ms;
+    }
+    if (due != NULL) {
+      pthread_mutex_unlock(&s->mu);
+      finish_late(s, due, SLUICE_STATUS_OK);
+      pthread_mutex_lock(&s->mu);
+      continue;
+    }
+    if (s->stopping)
+      break;
+    struct timespec ts;
+    unsigned wait = next == 0 ? 100u : (unsigned)(next - now);
+    e2e_abs_ms(&ts, wait > 100u ? 100u : wait);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void handle(sluice_server_call *call, const E2e__EchoMsg *req,
+                   void *user_data) {
+  e2e_server *s = user_data;
+  atomic_fetch_add(&s->calls, 1);
+
+  pthread_mutex_lock(&s->mu);
+  snprintf(s->last_peer, sizeof s->last_peer, "%s",
+           sluice_server_call_peer(call));
+  s->last_deadline = sluice_server_call_deadline(call);
+  pthread_mutex_unlock(&s->mu);
+
+  if (req->echo_md) {
+    const sluice_metadata *md = sluice_server_call_metadata(call);
+    for (size_t i = 0; i < sluice_metadata_count(md); i++) {
+      const char *key;
+      const void *value;
+      size_t len;
+      if (sluice_metadata_get(md, i, &key, &value, &len) != 0)
+        continue;
+      sluice_server_call_add_initial_metadata(call, key, value, len);
+      sluice_server_call_add_trailing_metadata(call, key, value, len);
+    }
+  }
+  if (req->status_code != 0) {
+    sluice_server_call_finish(call, (sluice_status_code)req->status_code,
+                              req->status_message, NULL);
+    return;
+  }
+  if (req->hold || req->delay_ms > 0) {
+    e2e_pending *p = calloc(1, sizeof *p);
+    char *text = strdup(req->text != NULL ? req->text : "");
+    if (p == NULL || text == NULL) {
+      free(p);
+      free(text);
+      sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED, "oom",
+                                NULL);
+      return;
+    }
+    p->call = call;
+    p->text = text;
+    p->reply_size = req->reply_size;
+    p->due_ms = req->hold ? 0 : e2e_now_ms() + req->delay_ms;
+    pthread_mutex_lock(&s->mu);
+    p->next = s->pending;
+    s->pending = p;
+    if (req->hold)
+      s->n_held++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
+  reply_echo(call, req->text, req->payload.data, req->payload.len,
+             req->reply_size);
+}
+
+e2e_server *e2e_server_start(const char *address,
+                             const sluice_server_opts *opts) {
+  e2e_server *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  atomic_init(&s->calls, 0);
+  pthread_mutex_init(&s->mu, NULL);
+  e2e_cond_init(&s->cv);
+  const E2e__Echo_SluiceHandlers handlers = {.echo = handle, .big = handle};
+  assert_int_equal(sluice_server_new(&s->srv, opts), 0);
+  assert_int_equal(e2e__echo__sluice_register(s->srv, &handlers, s), 0);
+  assert_int_equal(sluice_server_listen(s->srv,
+                                        address ? address : "127.0.0.1:0",
+                                        &s->port),
+                   0);
+  assert_int_equal(sluice_server_start(s->srv), 0);
+  assert_int_equal(pthread_create(&s->replier, NULL, replier_main, s), 0);
+  return s;
+}
+
+int e2e_server_release(e2e_server *s, sluice_status_code code) {
+  e2e_pending *held = NULL;
+  pthread_mutex_lock(&s->mu);
+  e2e_pending **pp = &s->pending;
+  while (*pp != NULL) {
+    e2e_pending *p = *pp;
+    if (p->due_ms == 0) {
+      *pp = p->next;
+      p->next = held;
+      held = p;
+      s->n_held--;
+    } else {
+      pp = &p->next;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  int n = 0;
+  while (held != NULL) {
+    e2e_pending *next = held->next;
+    finish_late(s, held, code);
+    held = next;
+    n++;
+  }
+  return n;
+}
+
+static int wait_until(e2e_server *s, const int *field, int n,
+                      unsigned timeout_ms) {
+  struct timespec ts;
+  e2e_abs_ms(&ts, timeout_ms);
+  int rc = 0;
+  pthread_mutex_lock(&s->mu);
+  while (*field < n && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  int ok = *field >= n;
+  pthread_mutex_unlock(&s->mu);
+  return ok ? 0 : -1;
+}
+
+int e2e_server_wait_held(e2e_server *s, int n, unsigned timeout_ms) {
+  return wait_until(s, &s->n_held, n, timeout_ms);
+}
+
+int e2e_server_wait_late(e2e_server *s, int n, unsigned timeout_ms) {
+  return wait_until(s, &s->late_done, n, timeout_ms);
+}
+
+void e2e_server_free(e2e_server *s) {
+  if (s == NULL)
+    return;
+  e2e_server_release(s, SLUICE_STATUS_UNAVAILABLE);
+  pthread_mutex_lock(&s->mu);
+  s->stopping = 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->replier, NULL);
+  sluice_server_del(s->srv);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+sluice_channel *e2e_channel(const e2e_server *s,
+                            const sluice_channel_opts *opts) {
+  char target[64];
+  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", s->port);
+  sluice_channel *ch = NULL;
+  assert_int_equal(sluice_channel_new(&ch, target, opts), 0);
+  assert_non_null(ch);
+  return ch;
+}
+
+/* ---- client side */
+
+void e2e_wait_init(e2e_wait *w) {
+  memset(w, 0, sizeof *w);
+  pthread_mutex_init(&w->mu, NULL);
+  e2e_cond_init(&w->cv);
+}
+
+void e2e_wait_destroy(e2e_wait *w) {
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+}
+
+void e2e_wait_cb(const sluice_status *st, const E2e__EchoMsg *resp,
+                 void *user_data) {
+  e2e_wait *w = user_data;
+  pthread_mutex_lock(&w->mu);
+  w->fired++;
+  w->code = st->code;
+  snprintf(w->message, sizeof w->message, "%s",
+           st->message != NULL ? st->message : "(null)");
+  w->resp_null = resp == NULL;
+  if (resp != NULL) {
+    snprintf(w->text, sizeof w->text, "%s",
+             resp->text != NULL ? resp->text : "");
+    w->payload_len = resp->payload.len;
+    w->payload_ok = e2e_check(resp->payload.data, resp->payload.len);
+  }
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int e2e_wait_for(e2e_wait *w, int n, unsigned timeout_ms) {
+  struct timespec ts;
+  e2e_abs_ms(&ts, timeout_ms);
+  int rc = 0;
+  pthread_mutex_lock(&w->mu);
+  while (w->fired < n && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  int fired = w->fired;
+  pthread_mutex_unlock(&w->mu);
+  return fired;
+}

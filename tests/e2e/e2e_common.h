@@ -1,0 +1,102 @@
+/* Shared fixture of the end-to-end tests: an e2e.Echo server on loopback
+ * whose handler obeys the request (see e2e.proto), a helper to wait for async
+ * completions, and small clock/pattern helpers.
+ *
+ * Everything that waits is bounded in time; nothing asserts speed. */
+#ifndef SLUICE_E2E_COMMON_H
+#define SLUICE_E2E_COMMON_H
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <sluice/sluice.h>
+
+#include "e2e.sluice.h"
+
+/* Upper bound of any single wait in the tests: only there to catch hangs. */
+#define E2E_HANG_MS 10000u
+
+typedef struct e2e_pending e2e_pending;
+
+typedef struct e2e_server {
+  sluice_server *srv;
+  int port;
+  atomic_int calls; /* handler invocations, both methods */
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  e2e_pending *pending; /* held (due 0) and delayed calls */
+  int n_held;
+  int stopping;
+  pthread_t replier;
+
+  /* Delayed or held calls finished after the fact (under mu). */
+  int late_done;
+  int late_cancelled; /* sluice_server_call_is_cancelled() was true */
+  int late_bad_rc;    /* sluice_server_call_finish() returned non-zero */
+
+  /* The last call seen by the handler (under mu). */
+  char last_peer[128];
+  uint64_t last_deadline;
+} e2e_server;
+
+/* Ignores SIGPIPE; call first in main(). */
+void e2e_init(void);
+
+uint64_t e2e_now_ms(void);
+void e2e_sleep_ms(unsigned ms);
+
+/* Fills / checks the payload pattern the handler uses. */
+void e2e_fill(uint8_t *buf, size_t n);
+int e2e_check(const uint8_t *buf, size_t n);
+
+/* Starts a server on address (NULL: "127.0.0.1:0") with opts (may be NULL).
+ * Fails the test on error. */
+e2e_server *e2e_server_start(const char *address, const sluice_server_opts *opts);
+/* Finishes every held/delayed call, then shuts down (grace 0) and frees. */
+void e2e_server_free(e2e_server *s);
+/* Waits until n calls are held; returns 0 or -1 on timeout. */
+int e2e_server_wait_held(e2e_server *s, int n, unsigned timeout_ms);
+/* Waits until n late (held or delayed) calls have been finished. */
+int e2e_server_wait_late(e2e_server *s, int n, unsigned timeout_ms);
+/* Finishes every held call now with code (OK: an echo reply). Returns how
+ * many were finished. */
+int e2e_server_release(e2e_server *s, sluice_status_code code);
+
+/* A channel to "ipv4:127.0.0.1:<port>" (opts may be NULL). */
+sluice_channel *e2e_channel(const e2e_server *s,
+                            const sluice_channel_opts *opts);
+
+/* Async completions. */
+typedef struct e2e_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int fired;
+  sluice_status_code code; /* of the last completion */
+  char message[512];
+  char text[256];
+  size_t payload_len;
+  int payload_ok;
+  int resp_null;
+} e2e_wait;
+
+void e2e_wait_init(e2e_wait *w);
+void e2e_wait_destroy(e2e_wait *w);
+/* A callback of the generated E2e__Echo__*_Cb type; user_data = e2e_wait. */
+void e2e_wait_cb(const sluice_status *st, const E2e__EchoMsg *resp,
+                 void *user_data);
+/* Waits until n completions fired; returns fired. */
+int e2e_wait_for(e2e_wait *w, int n, unsigned timeout_ms);
+
+/* An absolute CLOCK_MONOTONIC timespec ms from now. */
+void e2e_abs_ms(struct timespec *ts, unsigned ms);
+void e2e_cond_init(pthread_cond_t *cv);
+
+#endif
