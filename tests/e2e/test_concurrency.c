@@ -1,0 +1,313 @@
+/* e2e: load and threads — many concurrent async calls on one channel,
+ * blocking calls from several threads, and a channel on a user-supplied
+ * libuv loop. All loops are bounded in count and time. */
+#include "e2e_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+static int setup(void **state) {
+  sluice_server_opts *so = NULL;
+  assert_int_equal(sluice_server_opts_new(&so), 0);
+  assert_int_equal(sluice_server_opts_set_threads(so, 2), 0);
+  *state = e2e_server_start(NULL, so);
+  sluice_server_opts_del(so);
+  return 0;
+}
+
+static int teardown(void **state) {
+  e2e_server_free(*state);
+  return 0;
+}
+
+/* ---- 1,000 concurrent async calls */
+
+enum { N_ASYNC = 1000 };
+
+typedef struct many {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  atomic_int fired;
+  atomic_int ok;
+  atomic_int per_call[N_ASYNC]; /* each must end at exactly 1 */
+  atomic_int bad_text;
+} many;
+
+typedef struct many_tag {
+  many *m;
+  int i;
+} many_tag;
+
+static void many_cb(const sluice_status *st, const E2e__EchoMsg *resp,
+                    void *user_data) {
+  many_tag *t = user_data;
+  many *m = t->m;
+  atomic_fetch_add(&m->per_call[t->i], 1);
+  if (st->code == SLUICE_STATUS_OK && resp != NULL) {
+    char want[32];
+    snprintf(want, sizeof want, "call %d", t->i);
+    if (resp->text == NULL || strcmp(resp->text, want) != 0 ||
+        resp->payload.len != (size_t)(t->i % 64))
+      atomic_fetch_add(&m->bad_text, 1);
+    atomic_fetch_add(&m->ok, 1);
+  }
+  pthread_mutex_lock(&m->mu);
+  atomic_fetch_add(&m->fired, 1);
+  pthread_cond_broadcast(&m->cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void test_many_async(void **state) {
+  e2e_server *s = *state;
+  sluice_channel *ch = e2e_channel(s, NULL);
+  many *m = calloc(1, sizeof *m);
+  many_tag *tags = calloc(N_ASYNC, sizeof *tags);
+  assert_non_null(m);
+  assert_non_null(tags);
+  pthread_mutex_init(&m->mu, NULL);
+  e2e_cond_init(&m->cv);
+
+  for (int i = 0; i < N_ASYNC; i++) {
+    char text[32];
+    snprintf(text, sizeof text, "call %d", i);
+    E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+    req.text = text;
+    req.reply_size = (uint32_t)(i % 64);
+    tags[i].m = m;
+    tags[i].i = i;
+    assert_int_equal(
+        e2e__echo__echo__async(ch, &req, NULL, many_cb, &tags[i]), 0);
+  }
+
+  struct timespec ts;
+  e2e_abs_ms(&ts, 30000);
+  pthread_mutex_lock(&m->mu);
+  while (atomic_load(&m->fired) < N_ASYNC &&
+         pthread_cond_timedwait(&m->cv, &m->mu, &ts) == 0)
+    ;
+  pthread_mutex_unlock(&m->mu);
+  assert_int_equal(atomic_load(&m->fired), N_ASYNC);
+  assert_int_equal(atomic_load(&m->ok), N_ASYNC);
+  assert_int_equal(atomic_load(&m->bad_text), 0);
+
+  sluice_channel_del(ch);
+  for (int i = 0; i < N_ASYNC; i++)
+    if (atomic_load(&m->per_call[i]) != 1)
+      fail_msg("call %d completed %d times", i, atomic_load(&m->per_call[i]));
+  assert_int_equal(atomic_load(&s->calls), N_ASYNC);
+  pthread_cond_destroy(&m->cv);
+  pthread_mutex_destroy(&m->mu);
+  free(tags);
+  free(m);
+}
+
+/* ---- blocking calls from 4 threads on one channel */
+
+enum { N_THREADS = 4, N_PER_THREAD = 200 };
+
+typedef struct worker {
+  sluice_channel *ch;
+  int id;
+  int ok;
+  sluice_status_code first_bad;
+  char first_msg[128];
+} worker;
+
+static void *worker_main(void *p) {
+  worker *w = p;
+  for (int i = 0; i < N_PER_THREAD; i++) {
+    char text[48];
+    snprintf(text, sizeof text, "thread %d call %d", w->id, i);
+    E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+    req.text = text;
+    E2e__EchoMsg *resp = NULL;
+    sluice_status st;
+    sluice_status_init(&st);
+    sluice_call_opts opts;
+    sluice_call_opts_init(&opts);
+    opts.timeout_ms = 30000;
+    sluice_status_code code =
+        e2e__echo__echo__blocking(w->ch, &req, &resp, &opts, &st);
+    if (code == SLUICE_STATUS_OK && resp != NULL && resp->text != NULL &&
+        strcmp(resp->text, text) == 0) {
+      w->ok++;
+    } else if (w->first_bad == SLUICE_STATUS_OK) {
+      w->first_bad = code == SLUICE_STATUS_OK ? SLUICE_STATUS_DATA_LOSS : code;
+      snprintf(w->first_msg, sizeof w->first_msg, "%s",
+               st.message ? st.message : "");
+    }
+    if (resp != NULL)
+      protobuf_c_message_free_unpacked(&resp->base, NULL);
+    sluice_status_clear(&st);
+  }
+  return NULL;
+}
+
+static void test_threads_blocking(void **state) {
+  e2e_server *s = *state;
+  sluice_channel *ch = e2e_channel(s, NULL);
+  worker w[N_THREADS];
+  pthread_t th[N_THREADS];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < N_THREADS; i++) {
+    w[i].ch = ch;
+    w[i].id = i;
+    assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+  }
+  for (int i = 0; i < N_THREADS; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < N_THREADS; i++)
+    if (w[i].ok != N_PER_THREAD)
+      fail_msg("thread %d: %d ok, first failure %s: %s", i, w[i].ok,
+               sluice_status_name(w[i].first_bad), w[i].first_msg);
+  assert_int_equal(atomic_load(&s->calls), N_THREADS * N_PER_THREAD);
+  sluice_channel_del(ch);
+}
+
+/* ---- a channel on the caller's loop */
+
+enum { N_LOOP_CALLS = 20, N_LOOP_FIRST = 5 };
+
+typedef struct loop_ctx {
+  sluice_channel *ch;
+  pthread_t loop_thread;
+  int started;
+  int fired;
+  int ok;
+  int wrong_thread;
+  int blocking_tried;
+  sluice_status_code blocking_code;
+  int blocking_rc_resp_null;
+  int cancelled;
+} loop_ctx;
+
+static void loop_cb(const sluice_status *st, const E2e__EchoMsg *resp,
+                    void *user_data);
+
+static void loop_start_one(loop_ctx *c) {
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.text = "on my loop";
+  if (e2e__echo__echo__async(c->ch, &req, NULL, loop_cb, c) == 0)
+    c->started++;
+}
+
+static void loop_cb(const sluice_status *st, const E2e__EchoMsg *resp,
+                    void *user_data) {
+  loop_ctx *c = user_data;
+  c->fired++;
+  if (!pthread_equal(pthread_self(), c->loop_thread))
+    c->wrong_thread++;
+  if (st->code == SLUICE_STATUS_OK && resp != NULL && resp->text != NULL &&
+      strcmp(resp->text, "on my loop") == 0)
+    c->ok++;
+  if (st->code == SLUICE_STATUS_CANCELLED)
+    c->cancelled++;
+  if (!c->blocking_tried) {
+    /* A blocking call on the loop thread must refuse, not deadlock. */
+    c->blocking_tried = 1;
+    E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+    E2e__EchoMsg *r = NULL;
+    sluice_status bst;
+    sluice_status_init(&bst);
+    c->blocking_code = e2e__echo__echo__blocking(c->ch, &req, &r, NULL, &bst);
+    c->blocking_rc_resp_null = r == NULL;
+    if (r != NULL)
+      protobuf_c_message_free_unpacked(&r->base, NULL);
+    sluice_status_clear(&bst);
+  }
+  /* Start further calls from the loop thread, inside the callback. */
+  if (c->started < N_LOOP_CALLS && st->code == SLUICE_STATUS_OK)
+    loop_start_one(c);
+}
+
+static void tick_cb(uv_timer_t *t) { (void)t; }
+
+/* Runs the loop (a 20 ms ticker keeps UV_RUN_ONCE from blocking forever)
+ * until *counter reaches n or 10 s pass. */
+static void run_until(uv_loop_t *loop, const int *counter, int n) {
+  uint64_t t0 = e2e_now_ms();
+  while (*counter < n && e2e_now_ms() - t0 < E2E_HANG_MS)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+/* Runs the loop until uv_run() reports no live handles (bounded); returns
+ * the last uv_run() result (0 = every handle closed). */
+static int run_to_end(uv_loop_t *loop) {
+  uint64_t t0 = e2e_now_ms();
+  int alive;
+  while ((alive = uv_run(loop, UV_RUN_NOWAIT)) != 0 &&
+         e2e_now_ms() - t0 < E2E_HANG_MS)
+    e2e_sleep_ms(1);
+  return alive;
+}
+
+static void test_user_loop(void **state) {
+  e2e_server *s = *state;
+  uv_loop_t loop;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  uv_timer_t tick;
+  assert_int_equal(uv_timer_init(&loop, &tick), 0);
+  assert_int_equal(uv_timer_start(&tick, tick_cb, 20, 20), 0);
+
+  sluice_channel_opts *co = NULL;
+  assert_int_equal(sluice_channel_opts_new(&co), 0);
+  assert_int_equal(sluice_channel_opts_set_loop(co, &loop), 0);
+
+  /* Calls started on the loop thread (this one), and from callbacks. */
+  loop_ctx c;
+  memset(&c, 0, sizeof c);
+  c.loop_thread = pthread_self();
+  c.ch = e2e_channel(s, co);
+  for (int i = 0; i < N_LOOP_FIRST; i++)
+    loop_start_one(&c);
+  assert_int_equal(c.fired, 0); /* never synchronously */
+  run_until(&loop, &c.fired, N_LOOP_CALLS);
+  assert_int_equal(c.started, N_LOOP_CALLS);
+  assert_int_equal(c.fired, N_LOOP_CALLS);
+  assert_int_equal(c.ok, N_LOOP_CALLS);
+  assert_int_equal(c.wrong_thread, 0);
+  assert_true(c.blocking_tried);
+  assert_int_equal(c.blocking_code, SLUICE_STATUS_FAILED_PRECONDITION);
+  assert_true(c.blocking_rc_resp_null);
+  sluice_channel_del(c.ch);
+
+  /* A channel deleted with a call in flight: the callback fires (CANCELLED)
+   * on the next turns of the loop. */
+  loop_ctx d;
+  memset(&d, 0, sizeof d);
+  d.loop_thread = pthread_self();
+  d.blocking_tried = 1;
+  d.started = N_LOOP_CALLS; /* no chaining */
+  d.ch = e2e_channel(s, co);
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.hold = 1;
+  assert_int_equal(e2e__echo__echo__async(d.ch, &req, NULL, loop_cb, &d), 0);
+  uint64_t t0 = e2e_now_ms();
+  while (e2e_server_wait_held(s, 1, 0) != 0 &&
+         e2e_now_ms() - t0 < E2E_HANG_MS)
+    uv_run(&loop, UV_RUN_ONCE);
+  assert_int_equal(e2e_server_wait_held(s, 1, 0), 0);
+  assert_int_equal(d.fired, 0);
+  sluice_channel_del(d.ch);
+  uv_close((uv_handle_t *)&tick, NULL);
+
+  /* uv_run must return: the channels closed all their handles. */
+  assert_int_equal(run_to_end(&loop), 0);
+  assert_int_equal(d.fired, 1);
+  assert_int_equal(d.cancelled, 1);
+  assert_int_equal(d.wrong_thread, 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  sluice_channel_opts_del(co);
+  assert_int_equal(e2e_server_release(s, SLUICE_STATUS_OK), 1);
+}
+
+int main(void) {
+  e2e_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_many_async, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_threads_blocking, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_user_loop, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
