@@ -175,6 +175,31 @@ void sluice__loop_defer(sluice__loop *l, sluice__task *t) {
   list_push(&l->deferred, t);
 }
 
+static int list_remove(task_list *l, sluice__task *t) {
+  sluice__task *prev = NULL;
+  for (sluice__task *p = l->head; p; prev = p, p = p->next) {
+    if (p != t)
+      continue;
+    if (prev)
+      prev->next = p->next;
+    else
+      l->head = p->next;
+    if (l->tail == p)
+      l->tail = prev;
+    p->next = NULL;
+    p->queued = 0;
+    return 1;
+  }
+  return 0;
+}
+
+void sluice__loop_cancel(sluice__loop *l, sluice__task *t) {
+  if (!t->queued)
+    return;
+  if (!list_remove(&l->deferred, t))
+    list_remove(&l->local, t);
+}
+
 void sluice__loop_del(sluice__loop *l, void (*fn)(void *ud), void *ud) {
   if (!l)
     return;

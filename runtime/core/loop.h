@@ -45,6 +45,11 @@ void sluice__loop_post(sluice__loop *l, sluice__task *t);
  * already queued is not queued twice. */
 void sluice__loop_defer(sluice__loop *l, sluice__task *t);
 
+/* Unlinks t if it waits in a loop-thread list (sluice__loop_defer, or
+ * sluice__loop_post from the loop thread), so that its object may be freed;
+ * loop thread only, never from inside a task of the same list. */
+void sluice__loop_cancel(sluice__loop *l, sluice__task *t);
+
 /* Stops the loop. fn(ud) runs first on the loop thread to close the caller's
  * handles; then the loop's own handles close. For an owned loop this blocks
  * until the thread has exited and frees everything. For a borrowed loop it

@@ -257,6 +257,8 @@ static void on_handle_closed(uv_handle_t *h) {
   sluice__conn *c = h->data;
   if (c->connect_timer_open)
     return; /* wait for the timer too */
+  /* A flush deferred before the close would run on freed memory. */
+  sluice__loop_cancel(c->loop, &c->flush_task);
   free(c->wbuf);
   free(c->rbuf);
   c->wbuf = c->rbuf = NULL;
