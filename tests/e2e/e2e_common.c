@@ -21,7 +21,8 @@ void e2e_init(void) { signal(SIGPIPE, SIG_IGN); }
 uint64_t e2e_now_ms(void) { return sluice_now_ns() / 1000000u; }
 
 void e2e_sleep_ms(unsigned ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  struct timespec ts = {.tv_sec = ms / 1000,
+                        .tv_nsec = (long)(ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
     ;
 }
@@ -83,7 +84,8 @@ static int reply_echo(sluice_server_call *call, const char *text,
   return rc;
 }
 
-static void finish_late(e2e_server *s, e2e_pending *p, sluice_status_code code) {
+static void finish_late(e2e_server *s, e2e_pending *p,
+                        sluice_status_code code) {
   int cancelled = sluice_server_call_is_cancelled(p->call) != 0;
   int rc;
   if (code == SLUICE_STATUS_OK)
@@ -201,10 +203,9 @@ e2e_server *e2e_server_start(const char *address,
   const E2e__Echo_SluiceHandlers handlers = {.echo = handle, .big = handle};
   assert_int_equal(sluice_server_new(&s->srv, opts), 0);
   assert_int_equal(e2e__echo__sluice_register(s->srv, &handlers, s), 0);
-  assert_int_equal(sluice_server_listen(s->srv,
-                                        address ? address : "127.0.0.1:0",
-                                        &s->port),
-                   0);
+  assert_int_equal(
+      sluice_server_listen(s->srv, address ? address : "127.0.0.1:0", &s->port),
+      0);
   assert_int_equal(sluice_server_start(s->srv), 0);
   assert_int_equal(pthread_create(&s->replier, NULL, replier_main, s), 0);
   return s;

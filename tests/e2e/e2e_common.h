@@ -11,8 +11,8 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -31,7 +31,7 @@ typedef struct e2e_server {
   atomic_int calls; /* handler invocations, both methods */
 
   pthread_mutex_t mu;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  pthread_cond_t cv;    /* CLOCK_MONOTONIC */
   e2e_pending *pending; /* held (due 0) and delayed calls */
   int n_held;
   int stopping;
@@ -59,7 +59,8 @@ int e2e_check(const uint8_t *buf, size_t n);
 
 /* Starts a server on address (NULL: "127.0.0.1:0") with opts (may be NULL).
  * Fails the test on error. */
-e2e_server *e2e_server_start(const char *address, const sluice_server_opts *opts);
+e2e_server *e2e_server_start(const char *address,
+                             const sluice_server_opts *opts);
 /* Finishes every held/delayed call, then shuts down (grace 0) and frees. */
 void e2e_server_free(e2e_server *s);
 /* Waits until n calls are held; returns 0 or -1 on timeout. */

@@ -76,8 +76,8 @@ static void test_many_async(void **state) {
     req.reply_size = (uint32_t)(i % 64);
     tags[i].m = m;
     tags[i].i = i;
-    assert_int_equal(
-        e2e__echo__echo__async(ch, &req, NULL, many_cb, &tags[i]), 0);
+    assert_int_equal(e2e__echo__echo__async(ch, &req, NULL, many_cb, &tags[i]),
+                     0);
   }
 
   struct timespec ts;
@@ -284,8 +284,7 @@ static void test_user_loop(void **state) {
   req.hold = 1;
   assert_int_equal(e2e__echo__echo__async(d.ch, &req, NULL, loop_cb, &d), 0);
   uint64_t t0 = e2e_now_ms();
-  while (e2e_server_wait_held(s, 1, 0) != 0 &&
-         e2e_now_ms() - t0 < E2E_HANG_MS)
+  while (e2e_server_wait_held(s, 1, 0) != 0 && e2e_now_ms() - t0 < E2E_HANG_MS)
     uv_run(&loop, UV_RUN_ONCE);
   assert_int_equal(e2e_server_wait_held(s, 1, 0), 0);
   assert_int_equal(d.fired, 0);

@@ -140,12 +140,22 @@ static void test_deadline_already_expired(void **state) {
 }
 
 static void test_unknown_method(void **state) {
-  static const sluice_method_desc nope_method = {
-      "/e2e.Echo/Nope", "Nope", &e2e__echo_msg__descriptor,
-      &e2e__echo_msg__descriptor, SLUICE_CALL_UNARY, 0, 0, 0};
-  static const sluice_method_desc nope_service = {
-      "/e2e.Nope/Echo", "Echo", &e2e__echo_msg__descriptor,
-      &e2e__echo_msg__descriptor, SLUICE_CALL_UNARY, 0, 0, 0};
+  static const sluice_method_desc nope_method = {"/e2e.Echo/Nope",
+                                                 "Nope",
+                                                 &e2e__echo_msg__descriptor,
+                                                 &e2e__echo_msg__descriptor,
+                                                 SLUICE_CALL_UNARY,
+                                                 0,
+                                                 0,
+                                                 0};
+  static const sluice_method_desc nope_service = {"/e2e.Nope/Echo",
+                                                  "Echo",
+                                                  &e2e__echo_msg__descriptor,
+                                                  &e2e__echo_msg__descriptor,
+                                                  SLUICE_CALL_UNARY,
+                                                  0,
+                                                  0,
+                                                  0};
   e2e_server *s = *state;
   sluice_channel *ch = e2e_channel(s, NULL);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
@@ -346,19 +356,15 @@ static void test_invalid_args(void **state) {
   E2e__Other other = E2E__OTHER__INIT;
   e2e_wait w;
   e2e_wait_init(&w);
-  assert_int_equal(sluice_unary_call(NULL, m, &req.base, NULL,
-                                     generic_cb, &w),
+  assert_int_equal(sluice_unary_call(NULL, m, &req.base, NULL, generic_cb, &w),
                    SLUICE_ERR_INVALID_ARG);
-  assert_int_equal(sluice_unary_call(ch, NULL, &req.base, NULL,
-                                     generic_cb, &w),
+  assert_int_equal(sluice_unary_call(ch, NULL, &req.base, NULL, generic_cb, &w),
                    SLUICE_ERR_INVALID_ARG);
-  assert_int_equal(
-      sluice_unary_call(ch, m, NULL, NULL, generic_cb, &w),
-      SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(sluice_unary_call(ch, m, NULL, NULL, generic_cb, &w),
+                   SLUICE_ERR_INVALID_ARG);
   assert_int_equal(sluice_unary_call(ch, m, &req.base, NULL, NULL, &w),
                    SLUICE_ERR_INVALID_ARG);
-  assert_int_equal(sluice_unary_call(ch, m, &other.base, NULL,
-                                     generic_cb, &w),
+  assert_int_equal(sluice_unary_call(ch, m, &other.base, NULL, generic_cb, &w),
                    SLUICE_ERR_INVALID_ARG);
   /* Generated stubs pass NULL through. */
   assert_int_equal(e2e__echo__echo__async(NULL, &req, NULL, e2e_wait_cb, &w),
@@ -372,9 +378,9 @@ static void test_invalid_args(void **state) {
   ProtobufCMessage *resp = NULL;
   sluice_status st;
   sluice_status_init(&st);
-  assert_int_equal(sluice_unary_call_blocking(NULL, m, &req.base, &resp, NULL,
-                                              &st),
-                   SLUICE_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(
+      sluice_unary_call_blocking(NULL, m, &req.base, &resp, NULL, &st),
+      SLUICE_STATUS_INVALID_ARGUMENT);
   assert_int_equal(st.code, SLUICE_STATUS_INVALID_ARGUMENT);
   assert_null(resp);
   sluice_status_clear(&st);
@@ -383,9 +389,9 @@ static void test_invalid_args(void **state) {
       SLUICE_STATUS_INVALID_ARGUMENT);
   assert_null(resp);
   sluice_status_clear(&st);
-  assert_int_equal(sluice_unary_call_blocking(ch, NULL, &req.base, &resp, NULL,
-                                              NULL),
-                   SLUICE_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(
+      sluice_unary_call_blocking(ch, NULL, &req.base, &resp, NULL, NULL),
+      SLUICE_STATUS_INVALID_ARGUMENT);
 
   /* Nothing ran, no callback fired. */
   e2e_sleep_ms(50);
@@ -417,8 +423,9 @@ static void test_invalid_args(void **state) {
   sluice_server_del(srv);
   sluice_server_del(NULL);
   sluice_channel_del(NULL);
-  assert_int_equal(sluice_server_call_finish(NULL, SLUICE_STATUS_OK, NULL, NULL),
-                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(
+      sluice_server_call_finish(NULL, SLUICE_STATUS_OK, NULL, NULL),
+      SLUICE_ERR_INVALID_ARG);
   assert_int_equal(sluice_server_call_reply(NULL, &req.base),
                    SLUICE_ERR_INVALID_ARG);
   assert_int_equal(sluice_channel_opts_new(NULL), SLUICE_ERR_INVALID_ARG);

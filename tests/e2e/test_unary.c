@@ -220,9 +220,9 @@ static void test_error_status_message(void **state) {
       "control \x01\x7f end",
   };
   static const sluice_status_code codes[] = {
-      SLUICE_STATUS_INVALID_ARGUMENT, SLUICE_STATUS_NOT_FOUND,
+      SLUICE_STATUS_INVALID_ARGUMENT,  SLUICE_STATUS_NOT_FOUND,
       SLUICE_STATUS_PERMISSION_DENIED, SLUICE_STATUS_INTERNAL,
-      SLUICE_STATUS_DATA_LOSS, SLUICE_STATUS_UNAUTHENTICATED};
+      SLUICE_STATUS_DATA_LOSS,         SLUICE_STATUS_UNAUTHENTICATED};
   e2e_server *s = *state;
   sluice_channel *ch = e2e_channel(s, NULL);
   for (size_t i = 0; i < sizeof messages / sizeof *messages; i++) {
