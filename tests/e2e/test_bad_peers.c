@@ -116,7 +116,8 @@ static ssize_t body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
   size_t n = r->body_len - r->body_sent;
   if (n > len)
     n = len;
-  memcpy(buf, r->body + r->body_sent, n);
+  if (n)
+    memcpy(buf, r->body + r->body_sent, n);
   r->body_sent += n;
   if (r->body_sent == r->body_len)
     *flags |= NGHTTP2_DATA_FLAG_EOF;
