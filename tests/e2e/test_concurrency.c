@@ -102,6 +102,53 @@ static void test_many_async(void **state) {
   free(m);
 }
 
+/* ---- a server allowing one stream at a time: the client queues the rest
+ * (MAX_CONCURRENT_STREAMS respected), and every call still succeeds */
+
+static void test_max_streams_one(void **state) {
+  (void)state;
+  sluice_server_opts *so;
+  assert_int_equal(sluice_server_opts_new(&so), 0);
+  assert_int_equal(sluice_server_opts_set_max_concurrent_streams(so, 1), 0);
+  e2e_server *s = e2e_server_start(NULL, so);
+  sluice_server_opts_del(so);
+  sluice_channel *ch = e2e_channel(s, NULL);
+  many *m = calloc(1, sizeof *m);
+  many_tag tags[10];
+  assert_non_null(m);
+  pthread_mutex_init(&m->mu, NULL);
+  e2e_cond_init(&m->cv);
+  for (int i = 0; i < 10; i++) {
+    char text[32];
+    snprintf(text, sizeof text, "call %d", i);
+    E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+    req.text = text;
+    req.reply_size = (uint32_t)(i % 64);
+    req.delay_ms = 20; /* calls overlap, so the limit is reached */
+    tags[i].m = m;
+    tags[i].i = i;
+    assert_int_equal(e2e__echo__echo__async(ch, &req, NULL, many_cb, &tags[i]),
+                     0);
+  }
+  struct timespec until;
+  e2e_abs_ms(&until, 30000);
+  pthread_mutex_lock(&m->mu);
+  while (atomic_load(&m->fired) < 10)
+    if (pthread_cond_timedwait(&m->cv, &m->mu, &until) != 0)
+      break;
+  pthread_mutex_unlock(&m->mu);
+  assert_int_equal(atomic_load(&m->fired), 10);
+  assert_int_equal(atomic_load(&m->ok), 10);
+  assert_int_equal(atomic_load(&m->bad_text), 0);
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(atomic_load(&m->per_call[i]), 1);
+  sluice_channel_del(ch);
+  e2e_server_free(s);
+  pthread_mutex_destroy(&m->mu);
+  pthread_cond_destroy(&m->cv);
+  free(m);
+}
+
 /* ---- blocking calls from 4 threads on one channel */
 
 enum { N_THREADS = 4, N_PER_THREAD = 200 };
@@ -305,6 +352,7 @@ int main(void) {
   e2e_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_many_async, setup, teardown),
+      cmocka_unit_test(test_max_streams_one),
       cmocka_unit_test_setup_teardown(test_threads_blocking, setup, teardown),
       cmocka_unit_test_setup_teardown(test_user_loop, setup, teardown),
   };
