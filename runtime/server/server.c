@@ -133,6 +133,23 @@ const sluice__route *sluice__server_route(const sluice_server *srv,
 
 /* ---- listening (plain sockets: the port is known before loops start) */
 
+/* Keeps a listening socket; closes fd on failure. */
+static int add_listener(sluice_server *srv, int fd, const char *path) {
+  sluice__listener *l =
+      realloc(srv->listeners, (srv->n_listeners + 1) * sizeof *l);
+  if (!l) {
+    close(fd);
+    return SLUICE_ERR_NOMEM;
+  }
+  srv->listeners = l;
+  l = &srv->listeners[srv->n_listeners++];
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  l->is_pipe = path != NULL;
+  l->path = path ? strdup(path) : NULL;
+  return 0;
+}
+
 static int listen_unix(sluice_server *srv, const char *path) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
@@ -149,19 +166,7 @@ static int listen_unix(sluice_server *srv, const char *path) {
     close(fd);
     return SLUICE_ERR_BAD_ADDRESS;
   }
-  sluice__listener *l =
-      realloc(srv->listeners, (srv->n_listeners + 1) * sizeof *l);
-  if (!l) {
-    close(fd);
-    return SLUICE_ERR_NOMEM;
-  }
-  srv->listeners = l;
-  l = &srv->listeners[srv->n_listeners++];
-  memset(l, 0, sizeof *l);
-  l->fd = fd;
-  l->is_pipe = 1;
-  l->path = strdup(path);
-  return 0;
+  return add_listener(srv, fd, path);
 }
 
 int sluice_server_listen(sluice_server *srv, const char *address,
@@ -218,19 +223,10 @@ int sluice_server_listen(sluice_server *srv, const char *address,
   int port = ss.ss_family == AF_INET6
                  ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                  : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-  sluice__listener *l =
-      realloc(srv->listeners, (srv->n_listeners + 1) * sizeof *l);
-  if (!l) {
-    close(fd);
-    return SLUICE_ERR_NOMEM;
-  }
-  srv->listeners = l;
-  l = &srv->listeners[srv->n_listeners++];
-  memset(l, 0, sizeof *l);
-  l->fd = fd;
-  if (port_out)
+  int rv = add_listener(srv, fd, NULL);
+  if (rv == 0 && port_out)
     *port_out = port;
-  return 0;
+  return rv;
 }
 
 /* ---- accepting */
@@ -368,10 +364,11 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   if (!srv)
     return SLUICE_ERR_INVALID_ARG;
   if (!srv->started || srv->shut_down) {
-    srv->shut_down = 1;
+    __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
     return 0;
   }
-  srv->shut_down = 1;
+  /* Read by loop threads (hand-offs still in flight close their socket). */
+  __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
   for (unsigned i = 0; i < srv->n_loops; i++) {
     srv->loops[i].drain_task.fn = drain_loop;
     sluice__loop_post(srv->loops[i].loop, &srv->loops[i].drain_task);
