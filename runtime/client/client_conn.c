@@ -193,10 +193,7 @@ static ssize_t read_request(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
   (void)stream_id;
   (void)ud;
   sluice__ccall *c = src->ptr;
-  size_t left = c->req_len - c->req_sent;
-  size_t n = left < len ? left : len;
-  memcpy(buf, c->req + c->req_sent, n);
-  c->req_sent += n;
+  size_t n = sluice__copy_next(c->req, c->req_len, &c->req_sent, buf, len);
   if (c->req_sent == c->req_len)
     *flags |= NGHTTP2_DATA_FLAG_EOF;
   return (ssize_t)n;

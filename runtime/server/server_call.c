@@ -70,10 +70,8 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
                              nghttp2_data_source *src, void *ud) {
   (void)ud;
   sluice_server_call *call = src->ptr;
-  size_t left = call->resp_len - call->resp_sent;
-  size_t n = left < len ? left : len;
-  memcpy(buf, call->resp + call->resp_sent, n);
-  call->resp_sent += n;
+  size_t n =
+      sluice__copy_next(call->resp, call->resp_len, &call->resp_sent, buf, len);
   if (call->resp_sent == call->resp_len) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     sluice__nvs t;

@@ -16,6 +16,7 @@
 #define SLUICE_TRANSPORT_CONN_H
 
 #include <nghttp2/nghttp2.h>
+#include <string.h>
 #include <uv.h>
 
 #include "core/loop.h"
@@ -59,6 +60,19 @@ struct sluice__conn {
   const char *close_reason;
   char peer[64]; /* "ipv4:1.2.3.4:5" etc. */
 };
+
+/* The body of an nghttp2 data provider reading from one packed message:
+ * copies the next part of src (len bytes, *sent already gone) into dst (cap
+ * bytes), advances *sent and returns the count. Shared by client requests
+ * and server responses. */
+static inline size_t sluice__copy_next(const uint8_t *src, size_t len,
+                                       size_t *sent, uint8_t *dst, size_t cap) {
+  size_t n = len - *sent < cap ? len - *sent : cap;
+  if (n)
+    memcpy(dst, src + *sent, n);
+  *sent += n;
+  return n;
+}
 
 /* Initialises c for a TCP socket (is_pipe 0) or Unix socket (1) on loop. */
 int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
