@@ -88,6 +88,13 @@ void sluice_channel_del(sluice_channel *ch);
 
 /* ---- per-call options: a plain struct, filled by sluice_call_opts_init() */
 
+/* Message compression (grpc-encoding). Both sides always accept identity
+ * and gzip; these choose what a sender uses. */
+typedef enum sluice_compression {
+  SLUICE_COMPRESS_NONE = 0,
+  SLUICE_COMPRESS_GZIP = 1
+} sluice_compression;
+
 typedef struct sluice_call_opts {
   /* Relative timeout in ms; 0 = none (then the method's default applies). */
   uint64_t timeout_ms;
@@ -100,6 +107,12 @@ typedef struct sluice_call_opts {
    * for max_response_size, as gRPC does. */
   uint32_t max_response_size;
   uint32_t max_request_size;
+  /* Compress the messages this call sends (default none); a message can opt
+   * out with SLUICE_SEND_NO_COMPRESS (sluice/call.h). */
+  sluice_compression compression;
+  /* Bound of the send queue of a streaming call in bytes; 0 = default
+   * (SLUICE_DEFAULT_SEND_BUFFER, sluice/call.h). */
+  uint32_t send_buffer;
 } sluice_call_opts;
 
 /* Fills o with "no options". */

@@ -13,6 +13,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "sluice/call.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
@@ -26,9 +27,13 @@ typedef struct sluice_server sluice_server;
 typedef struct sluice_server_opts sluice_server_opts;
 typedef struct sluice_server_call sluice_server_call;
 
-/* Generic dispatch of one unary method, emitted by protoc-gen-sluice: casts
- * req to the method's request type and calls the user's typed handler found
- * in handlers (the service's handler struct, as registered). */
+/* Generic dispatch of one method, emitted by protoc-gen-sluice: casts req to
+ * the method's request type and calls the user's typed handler found in
+ * handlers (the service's handler struct, as registered).
+ * Unary and server-streaming methods are dispatched once their single
+ * request message has arrived (req is it); client-streaming and bidi methods
+ * as soon as the request headers have (req is NULL: messages come through
+ * sluice_server_call_set_handlers). */
 typedef void (*sluice_unary_dispatch)(sluice_server_call *call,
                                       const ProtobufCMessage *req,
                                       const void *handlers, void *user_data);
@@ -54,6 +59,9 @@ int sluice_server_opts_set_max_response_size(sluice_server_opts *o,
  */
 int sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
                                                   uint32_t n);
+/* Bound of each call's response send queue in bytes (default
+ * SLUICE_DEFAULT_SEND_BUFFER); see sluice_server_call_send. */
+int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes);
 
 /* ---- server */
 
@@ -103,6 +111,9 @@ void sluice_server_del(sluice_server *srv);
 /* Finishes the call with status OK and response resp (serialized before
  * return; the caller keeps ownership of resp), or with code/message when code
  * is not OK (resp is then ignored and may be NULL). message may be NULL.
+ * For server-streaming and bidi methods resp may be NULL with OK (the
+ * messages were sent with sluice_server_call_send); a non-NULL resp is sent
+ * as a last message. Messages already queued are sent before the status.
  * Callable from any thread, exactly once per call; after it returns the call
  * handle must not be used. Returns 0, SLUICE_ERR_INVALID_ARG (call NULL, OK
  * with resp NULL or of the wrong type). A call that the client cancelled or
@@ -116,6 +127,70 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
  * resp). */
 int sluice_server_call_reply(sluice_server_call *call,
                              const ProtobufCMessage *resp);
+
+/* ---- streaming */
+
+/* What a streaming server call reports to its handler. Every member may be
+ * NULL. Callbacks run on the call's loop thread, one at a time. */
+typedef struct sluice_server_call_handlers {
+  /* One request message (client-streaming and bidi methods), decoded; msg
+   * is owned by the library and freed when the callback returns. */
+  void (*on_message)(sluice_server_call *call, const ProtobufCMessage *msg,
+                     void *user_data);
+  /* The client half-closed: no more messages will come. */
+  void (*on_half_close)(sluice_server_call *call, void *user_data);
+  /* sluice_server_call_send returned SLUICE_ERR_FULL earlier and the send
+   * queue has drained below half of its bound: send again. */
+  void (*on_send_ready)(sluice_server_call *call, void *user_data);
+  /* Exactly once, last: the stream is over — the status was sent
+   * (cancelled 0) or the client cancelled, the deadline passed or the
+   * connection died (cancelled 1). The handle stays valid until this
+   * returns; finish must still be called once if it was not. */
+  void (*on_done)(sluice_server_call *call, int cancelled, void *user_data);
+} sluice_server_call_handlers;
+
+/* Registers the handler's callbacks for this call (handlers is copied).
+ * Request messages received before this are held (within the receive bound)
+ * and delivered after it. Callable once, from any thread, before finish.
+ * Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (already set, or
+ * the call was finished). */
+int sluice_server_call_set_handlers(sluice_server_call *call,
+                                    const sluice_server_call_handlers *h,
+                                    void *user_data);
+
+/* Queues a response message (server-streaming and bidi methods; serialized
+ * and maybe compressed on the caller's thread; the caller keeps msg).
+ * Thread-safe. Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_FULL (the queue
+ * holds the send buffer bound: wait for on_send_ready; nothing queued),
+ * SLUICE_ERR_STATE (finished, cancelled, or not a streaming-response
+ * method), SLUICE_ERR_TOO_LARGE (over the max response size; nothing sent)
+ * or SLUICE_ERR_NOMEM. */
+int sluice_server_call_send(sluice_server_call *call,
+                            const ProtobufCMessage *msg);
+/* As sluice_server_call_send with flags (SLUICE_SEND_NO_COMPRESS). */
+int sluice_server_call_send_ex(sluice_server_call *call,
+                               const ProtobufCMessage *msg, unsigned flags);
+
+/* Pauses (paused != 0) or resumes delivery of request messages; while
+ * paused the client is held back by HTTP/2 flow control, so at most one
+ * stream window (SLUICE_STREAM_WINDOW) plus one message is buffered.
+ * Thread-safe. Returns 0 or SLUICE_ERR_INVALID_ARG. */
+int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused);
+
+/* Compresses the response messages of this call (before the first one is
+ * sent; default none). The client's grpc-accept-encoding is honoured: if
+ * it does not list gzip, messages go uncompressed. Thread-safe. Returns 0,
+ * SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (headers already sent). */
+int sluice_server_call_set_compression(sluice_server_call *call,
+                                       sluice_compression c);
+
+/* Non-zero when the most recent request message (the unary/server-streaming
+ * request, or the one inside on_message) arrived compressed. */
+int sluice_server_call_message_compressed(const sluice_server_call *call);
+
+/* The most bytes of request data held at once for this call (see
+ * sluice_server_call_set_recv_paused). */
+size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call);
 
 /* Adds metadata to send with the response headers (before finish only;
  * copied). Same key rules as sluice_metadata_add. */

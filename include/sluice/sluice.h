@@ -2,6 +2,7 @@
 #ifndef SLUICE_SLUICE_H
 #define SLUICE_SLUICE_H
 
+#include "sluice/call.h"
 #include "sluice/channel.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
