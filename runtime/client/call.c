@@ -9,6 +9,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/client.h"
+#include "transport/message.h"
 #include "wire/status_map.h"
 
 /* What a trampoline receives. Internal tramps (blocking calls) may take
@@ -39,13 +40,18 @@ void sluice_call_opts_init(sluice_call_opts *o) {
 
 static void ccall_free(sluice__ccall *c) {
   sluice_channel *ch = c->ch;
-  free(c->req);
+  /* Tasks queued on the loop thread would run on freed memory. */
+  sluice__loop_cancel(ch->loop, &c->ready_task);
+  sluice__loop_cancel(ch->loop, &c->resume_task);
+  sluice__loop_cancel(ch->loop, &c->kick_task);
+  sluice__loop_cancel(ch->loop, &c->fail_task);
+  sluice__sendq_destroy(&c->sendq);
   free(c->grpc_message);
   sluice_metadata_del(c->send_md);
   sluice_metadata_del(c->hdr_md);
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
-  sluice__deframer_reset(&c->deframer);
+  sluice__recv_reset(&c->recv);
   if (c->resp)
     protobuf_c_message_free_unpacked(c->resp, NULL);
   free(c);
@@ -66,6 +72,7 @@ void sluice__ccall_complete(sluice__ccall *c, sluice_status_code code,
     return;
   sluice__call_state prev = c->state;
   c->state = SLUICE__CALL_DONE;
+  sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
   if (prev == SLUICE__CALL_PENDING)
     sluice__link_remove(&c->link);
   if (prev == SLUICE__CALL_ACTIVE && c->conn)
@@ -74,7 +81,19 @@ void sluice__ccall_complete(sluice__ccall *c, sluice_status_code code,
     c->timer_open = 0;
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
   }
+  /* Held messages are dropped; their bytes go back to the connection when
+   * the stream closes. */
+  size_t unconsumed = c->recv.unconsumed;
+  sluice__recv_reset(&c->recv);
+  c->recv.unconsumed = unconsumed;
 
+  if (!c->tramp) {
+    sluice_status st = {code, (char *)(message ? message : ""), c->initial_md,
+                        c->trailing_md};
+    c->h.on_done(c, &st, c->user_data);
+    sluice__ccall_unref(c);
+    return;
+  }
   completion done = {
       {code, (char *)(message ? message : ""), c->initial_md, c->trailing_md},
       code == SLUICE_STATUS_OK ? c->resp : NULL};
@@ -94,9 +113,13 @@ static void on_deadline(uv_timer_t *t) {
   sluice__ccall_complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
 }
 
+static int single_response(const sluice__ccall *c) {
+  return c->method->kind == SLUICE_CALL_UNARY ||
+         c->method->kind == SLUICE_CALL_CLIENT_STREAMING;
+}
+
 /* Resets what a first attempt received, for a transparent retry. */
 static void reset_for_retry(sluice__ccall *c) {
-  c->req_sent = 0;
   c->http_status = 0;
   c->got_headers = 0;
   c->have_grpc_status = 0;
@@ -108,8 +131,9 @@ static void reset_for_retry(sluice__ccall *c) {
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
   c->hdr_md = c->initial_md = c->trailing_md = NULL;
-  sluice__deframer_reset(&c->deframer);
-  sluice__deframer_init(&c->deframer, c->max_response_size);
+  sluice__recv_reset(&c->recv);
+  c->recv.unconsumed = 0;
+  c->enc_ok = 0;
 }
 
 void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
@@ -126,10 +150,18 @@ void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
   } else if (c->have_grpc_status) {
     code = c->grpc_status;
     text = c->grpc_message ? c->grpc_message : "";
-    if (code == SLUICE_STATUS_OK && c->n_msgs != 1) {
+    if (code == SLUICE_STATUS_OK && sluice__recv_holding(&c->recv)) {
+      /* Paused: on_done waits until every message was delivered. */
+      c->final_pending = 1;
+      sluice__ccall_unref(c); /* the stream's reference */
+      return;
+    }
+    if (code == SLUICE_STATUS_OK && single_response(c) && c->n_msgs != 1) {
       code = SLUICE_STATUS_UNIMPLEMENTED;
       snprintf(msg, sizeof msg,
-               "server answered a unary call with %d response messages",
+               "server answered a %s call with %d response messages",
+               c->method->kind == SLUICE_CALL_UNARY ? "unary"
+                                                    : "client-streaming",
                c->n_msgs);
       text = msg;
     }
@@ -143,7 +175,8 @@ void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
     code = SLUICE_STATUS_UNKNOWN;
     snprintf(msg, sizeof msg,
              "peer answered with a content-type that is not application/grpc");
-  } else if (h2_error == NGHTTP2_REFUSED_STREAM && !c->got_headers) {
+  } else if (h2_error == NGHTTP2_REFUSED_STREAM && !c->got_headers &&
+             sluice__sendq_rewind(&c->sendq) == 0) {
     /* Never processed by the server (GOAWAY or REFUSED_STREAM): retry
      * transparently, as gRPC does. */
     reset_for_retry(c);
@@ -211,36 +244,135 @@ static uint32_t min_nonzero(uint32_t a, uint32_t b) {
   return a < b ? a : b;
 }
 
-/* Builds the call on the caller's thread (packing the request there keeps
- * that work off the loop) and hands it to the loop. */
-int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
-                            const ProtobufCMessage *req,
-                            const sluice_call_opts *opts,
-                            sluice_unary_tramp tramp, sluice_generic_fn cb,
-                            void *user_data) {
-  if (!ch || !m || !req || !tramp || !cb || !m->path || !m->request ||
-      !m->response || req->descriptor != m->request)
-    return SLUICE_ERR_INVALID_ARG;
+/* ---- work handed to the loop from any thread */
+
+static sluice__ccall *of_task(sluice__task *t, size_t off) {
+  return (sluice__ccall *)((char *)t - off);
+}
+
+static void kick_on_loop(sluice__task *t) {
+  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, kick_task));
+  __atomic_store_n(&c->kick_posted, 0, __ATOMIC_RELEASE);
+  if (c->state == SLUICE__CALL_ACTIVE && c->conn) {
+    nghttp2_session_resume_data(c->conn->conn.session, c->stream_id);
+    sluice__conn_want_write(&c->conn->conn);
+  }
+}
+
+static void kick(sluice__ccall *c) {
+  if (!__atomic_exchange_n(&c->kick_posted, 1, __ATOMIC_ACQ_REL))
+    sluice__loop_post(c->ch->loop, &c->kick_task);
+}
+
+static void ready_on_loop(sluice__task *t) {
+  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, ready_task));
+  if (c->state != SLUICE__CALL_DONE && c->h.on_send_ready)
+    c->h.on_send_ready(c, c->user_data);
+}
+
+static void give_back(sluice__ccall *c, size_t n) {
+  if (n && c->conn && c->conn->conn.session) {
+    nghttp2_session_consume(c->conn->conn.session, c->stream_id, n);
+    sluice__conn_want_write(&c->conn->conn);
+  }
+}
+
+/* Delivers held messages if allowed; completes a call whose stream ended
+ * while they were held. */
+static void drain_held(sluice__ccall *c) {
+  size_t n = 0;
+  if (sluice__recv_drain(&c->recv, &n) != 0) {
+    if (c->state != SLUICE__CALL_DONE)
+      sluice__ccall_complete(
+          c, c->fail_code ? c->fail_code : SLUICE_STATUS_INTERNAL,
+          c->fail_reason ? c->fail_reason : "");
+    return;
+  }
+  give_back(c, n);
+  if (c->final_pending && !sluice__recv_holding(&c->recv) &&
+      c->state != SLUICE__CALL_DONE) {
+    c->final_pending = 0;
+    if (single_response(c) && c->n_msgs != 1)
+      sluice__ccall_complete(c, SLUICE_STATUS_UNIMPLEMENTED,
+                             "server sent no response message");
+    else
+      sluice__ccall_complete(c, SLUICE_STATUS_OK,
+                             c->grpc_message ? c->grpc_message : "");
+  }
+}
+
+static void resume_on_loop(sluice__task *t) {
+  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, resume_task));
+  __atomic_store_n(&c->resume_posted, 0, __ATOMIC_RELEASE);
+  c->recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
+  if (c->state != SLUICE__CALL_DONE && !c->recv.paused)
+    drain_held(c);
+}
+
+static void fail_on_loop(sluice__task *t) {
+  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, fail_task));
+  if (c->state == SLUICE__CALL_NEW) {
+    /* Not started yet: start_on_loop reports it. */
+    c->fail_code = c->fail_req;
+    c->fail_reason = c->fail_req_msg;
+    return;
+  }
+  sluice__ccall_complete(c, c->fail_req, c->fail_req_msg);
+}
+
+static void release_on_loop(sluice__task *t) {
+  sluice__ccall_unref(of_task(t, offsetof(sluice__ccall, release_task)));
+}
+
+/* Fails the call from any thread (first request wins). */
+static void request_fail(sluice__ccall *c, sluice_status_code code,
+                         const char *msg) {
+  if (__atomic_exchange_n(&c->fail_posted, 1, __ATOMIC_ACQ_REL))
+    return;
+  c->fail_req = code;
+  snprintf(c->fail_req_msg, sizeof c->fail_req_msg, "%s", msg ? msg : "");
+  sluice__loop_post(c->ch->loop, &c->fail_task);
+}
+
+/* ---- creation */
+
+/* Builds a call on the caller's thread; it reaches the loop with post_start.
+ */
+static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
+                                const sluice_call_opts *opts) {
   sluice__ccall *c = calloc(1, sizeof *c);
   if (!c)
-    return SLUICE_ERR_NOMEM;
+    return NULL;
+  size_t bound = opts && opts->send_buffer ? opts->send_buffer
+                                           : SLUICE_DEFAULT_SEND_BUFFER;
+  if (sluice__sendq_init(&c->sendq, bound) != 0) {
+    free(c);
+    return NULL;
+  }
+  if (m->kind == SLUICE_CALL_UNARY || m->kind == SLUICE_CALL_SERVER_STREAMING)
+    sluice__sendq_retain(&c->sendq); /* replayable on REFUSED_STREAM */
   c->ch = ch;
   c->method = m;
-  c->tramp = tramp;
-  c->cb = cb;
-  c->user_data = user_data;
   c->refs = 1;
   c->start_ns = sluice_now_ns();
   c->start_task.fn = start_on_loop;
+  c->kick_task.fn = kick_on_loop;
+  c->ready_task.fn = ready_on_loop;
+  c->resume_task.fn = resume_on_loop;
+  c->fail_task.fn = fail_on_loop;
+  c->release_task.fn = release_on_loop;
   sluice__link_init(&c->link);
-
-  uint32_t max_req =
+  c->max_request_size =
       min_nonzero(min_nonzero(ch->opts.max_request_size, m->max_request_size),
                   opts ? opts->max_request_size : 0);
   c->max_response_size =
       min_nonzero(min_nonzero(ch->opts.max_response_size, m->max_response_size),
                   opts ? opts->max_response_size : 0);
-  sluice__deframer_init(&c->deframer, c->max_response_size);
+  sluice__recv_init(&c->recv, c->max_response_size, sluice__ccall_deliver, c,
+                    0);
+  c->compression = opts ? opts->compression : SLUICE_COMPRESS_NONE;
+  if (c->compression != SLUICE_COMPRESS_GZIP)
+    c->compression = SLUICE_COMPRESS_NONE;
 
   uint64_t timeout_ms =
       opts && opts->timeout_ms ? opts->timeout_ms : m->default_timeout_ms;
@@ -250,23 +382,6 @@ int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
       (!c->deadline_ns || opts->deadline_ns < c->deadline_ns))
     c->deadline_ns = opts->deadline_ns;
 
-  size_t len = protobuf_c_message_get_packed_size(req);
-  if (len > max_req || len > UINT32_MAX) {
-    snprintf(c->fail_buf, sizeof c->fail_buf,
-             "request message larger than max (%zu vs. %" PRIu32 "); not sent",
-             len, max_req);
-    c->fail_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
-    c->fail_reason = c->fail_buf;
-  } else {
-    c->req = malloc(len + 5);
-    if (!c->req) {
-      free(c);
-      return SLUICE_ERR_NOMEM;
-    }
-    sluice__frame_header(c->req, 0, (uint32_t)len);
-    protobuf_c_message_pack(req, c->req + 5);
-    c->req_len = len + 5;
-  }
   if (opts && opts->metadata && sluice_metadata_count(opts->metadata)) {
     if (sluice_metadata_new(&c->send_md) != 0)
       goto nomem;
@@ -279,15 +394,211 @@ int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
         goto nomem;
     }
   }
-  /* Counted from any thread; the channel waits for it to reach 0. */
-  __atomic_add_fetch(&ch->live_calls, 1, __ATOMIC_RELAXED);
-  sluice__loop_post(ch->loop, &c->start_task);
-  return 0;
+  return c;
 nomem:
   sluice_metadata_del(c->send_md);
-  free(c->req);
+  sluice__sendq_destroy(&c->sendq);
   free(c);
-  return SLUICE_ERR_NOMEM;
+  return NULL;
+}
+
+static void post_start(sluice__ccall *c) {
+  /* Counted from any thread; the channel waits for it to reach 0. */
+  __atomic_add_fetch(&c->ch->live_calls, 1, __ATOMIC_RELAXED);
+  sluice__loop_post(c->ch->loop, &c->start_task);
+}
+
+/* Serializes msg and queues it. On TOO_LARGE the call is failed with
+ * RESOURCE_EXHAUSTED (before it starts: *pre_fail set, no task). */
+static int queue_message(sluice__ccall *c, const ProtobufCMessage *msg,
+                         unsigned flags, int started) {
+  uint8_t *buf;
+  size_t len, size;
+  sluice_compression comp =
+      (flags & SLUICE_SEND_NO_COMPRESS) ? SLUICE_COMPRESS_NONE : c->compression;
+  int rv = sluice__msg_pack(msg, comp, c->max_request_size, &buf, &len, &size);
+  if (rv == SLUICE_ERR_TOO_LARGE) {
+    char text[160];
+    snprintf(text, sizeof text,
+             "request message larger than max (%zu vs. %" PRIu32 "); not sent",
+             size, c->max_request_size);
+    if (started) {
+      request_fail(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, text);
+    } else {
+      c->fail_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
+      snprintf(c->fail_buf, sizeof c->fail_buf, "%s", text);
+      c->fail_reason = c->fail_buf;
+    }
+    return rv;
+  }
+  if (rv != 0)
+    return rv;
+  int deferred;
+  rv = sluice__sendq_push(&c->sendq, buf, len, &deferred);
+  if (rv != 0) {
+    free(buf);
+    return rv;
+  }
+  if (deferred)
+    kick(c);
+  return 0;
+}
+
+/* Builds the call on the caller's thread (packing the request there keeps
+ * that work off the loop) and hands it to the loop. */
+int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            sluice_unary_tramp tramp, sluice_generic_fn cb,
+                            void *user_data) {
+  if (!ch || !m || !req || !tramp || !cb || !m->path || !m->request ||
+      !m->response || req->descriptor != m->request)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__ccall *c = ccall_new(ch, m, opts);
+  if (!c)
+    return SLUICE_ERR_NOMEM;
+  c->tramp = tramp;
+  c->cb = cb;
+  c->user_data = user_data;
+  int rv = queue_message(c, req, 0, 0);
+  if (rv == SLUICE_ERR_NOMEM) {
+    sluice_metadata_del(c->send_md);
+    sluice__sendq_destroy(&c->sendq);
+    free(c);
+    return rv;
+  }
+  int deferred;
+  sluice__sendq_close(&c->sendq, &deferred);
+  post_start(c);
+  return 0;
+}
+
+int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
+                      const sluice_call_opts *opts,
+                      const sluice_call_handlers *h, void *user_data,
+                      sluice_call **out) {
+  if (!ch || !m || !h || !h->on_done || !out || !m->path || !m->request ||
+      !m->response)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__ccall *c = ccall_new(ch, m, opts);
+  if (!c)
+    return SLUICE_ERR_NOMEM;
+  c->h = *h;
+  c->user_data = user_data;
+  c->refs = 2; /* logical + the user's handle */
+  *out = c;
+  post_start(c);
+  return 0;
+}
+
+int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
+                        unsigned flags) {
+  if (!c || !msg || msg->descriptor != c->method->request)
+    return SLUICE_ERR_INVALID_ARG;
+  if (sluice__sendq_is_closed(&c->sendq))
+    return SLUICE_ERR_STATE;
+  if ((c->method->kind == SLUICE_CALL_UNARY ||
+       c->method->kind == SLUICE_CALL_SERVER_STREAMING) &&
+      c->sendq.n_pushed > 0)
+    return SLUICE_ERR_STATE;
+  return queue_message(c, msg, flags, 1);
+}
+
+int sluice_call_send(sluice_call *c, const ProtobufCMessage *msg) {
+  return sluice_call_send_ex(c, msg, 0);
+}
+
+int sluice_call_close_send(sluice_call *c) {
+  if (!c)
+    return SLUICE_ERR_INVALID_ARG;
+  int deferred;
+  int rv = sluice__sendq_close(&c->sendq, &deferred);
+  if (deferred)
+    kick(c);
+  return rv;
+}
+
+int sluice_call_cancel(sluice_call *c, const char *message) {
+  if (!c)
+    return SLUICE_ERR_INVALID_ARG;
+  request_fail(c, SLUICE_STATUS_CANCELLED,
+               message && *message ? message : "cancelled by the client");
+  return 0;
+}
+
+int sluice_call_set_recv_paused(sluice_call *c, int paused) {
+  if (!c)
+    return SLUICE_ERR_INVALID_ARG;
+  __atomic_store_n(&c->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
+  if (paused && sluice__loop_on_thread(c->ch->loop))
+    c->recv.paused = 1; /* at once: no further message in this callback */
+  if (!__atomic_exchange_n(&c->resume_posted, 1, __ATOMIC_ACQ_REL))
+    sluice__loop_post(c->ch->loop, &c->resume_task);
+  return 0;
+}
+
+size_t sluice_call_send_queued(const sluice_call *c) {
+  return c ? sluice__sendq_queued((sluice__sendq *)&c->sendq) : 0;
+}
+
+size_t sluice_call_recv_buffered_max(const sluice_call *c) {
+  return c ? c->recv.buffered_max : 0;
+}
+
+int sluice_call_last_message_compressed(const sluice_call *c) {
+  return c ? c->last_compressed : 0;
+}
+
+void sluice_call_release(sluice_call *c) {
+  if (c)
+    sluice__loop_post(c->ch->loop, &c->release_task);
+}
+
+/* ---- the loop side of sending and receiving */
+
+ssize_t sluice__ccall_read(sluice__ccall *c, uint8_t *buf, size_t len,
+                           uint32_t *flags) {
+  size_t n;
+  int ready;
+  sluice__sendq_state st = sluice__sendq_read(&c->sendq, buf, len, &n, &ready);
+  if (ready)
+    sluice__loop_post(c->ch->loop, &c->ready_task);
+  if (st == SLUICE__SENDQ_DEFERRED)
+    return NGHTTP2_ERR_DEFERRED;
+  if (st == SLUICE__SENDQ_EOF)
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (ssize_t)n;
+}
+
+int sluice__ccall_deliver(void *ud, int compressed, const uint8_t *data,
+                          size_t len) {
+  sluice__ccall *c = ud;
+  if (c->state == SLUICE__CALL_DONE || c->fail_posted)
+    return 1;
+  if (single_response(c) && c->n_msgs >= 1) {
+    c->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    c->fail_reason = "server sent more than one response message";
+    return 1;
+  }
+  ProtobufCMessage *m;
+  sluice_status_code code = sluice__msg_unpack(
+      c->method->response, compressed, c->enc_ok, c->enc, data, len,
+      c->max_response_size, &m, c->fail_buf, sizeof c->fail_buf);
+  if (code != SLUICE_STATUS_OK) {
+    c->fail_code = code;
+    c->fail_reason = c->fail_buf;
+    return 1;
+  }
+  c->n_msgs++;
+  c->last_compressed = compressed;
+  if (c->tramp) {
+    c->resp = m; /* handed over at completion */
+    return 0;
+  }
+  if (c->h.on_message)
+    c->h.on_message(c, m, c->user_data);
+  protobuf_c_message_free_unpacked(m, NULL);
+  return c->state == SLUICE__CALL_DONE ? 1 : 0;
 }
 
 static void generic_tramp(const sluice_status *st, const ProtobufCMessage *resp,

@@ -7,14 +7,16 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "sluice/call.h"
 #include "sluice/channel.h"
 #include "transport/conn.h"
+#include "transport/recv.h"
+#include "transport/sendq.h"
 #include "transport/target.h"
-#include "wire/framing.h"
 
 typedef struct sluice__dest sluice__dest;
 typedef struct sluice__cconn sluice__cconn;
-typedef struct sluice__ccall sluice__ccall;
+typedef struct sluice_call sluice__ccall;
 
 /* Intrusive doubly linked list node. */
 typedef struct sluice__link {
@@ -33,29 +35,42 @@ typedef enum {
   SLUICE__CALL_DONE     /* callback fired; waiting for handles to close */
 } sluice__call_state;
 
-/* One client call (unary for now). */
-struct sluice__ccall {
+/* One client call, of any kind. Fields are loop-thread only unless marked
+ * "any thread". */
+struct sluice_call {
   sluice__task start_task;
+  sluice__task kick_task;    /* resume the data provider (any thread) */
+  sluice__task ready_task;   /* report on_send_ready */
+  sluice__task resume_task;  /* apply want_paused, deliver held messages */
+  sluice__task fail_task;    /* cancel / local failure (any thread) */
+  sluice__task release_task; /* the user's reference (any thread) */
+  int kick_posted, resume_posted, fail_posted; /* atomic */
   sluice__link link; /* in ch->pending or cconn->calls */
   sluice_channel *ch;
   const sluice_method_desc *method;
   sluice__call_state state;
-  /* request: 5-byte prefix + message, sent by the data provider */
-  uint8_t *req;
-  size_t req_len, req_sent;
+  /* request: serialized messages, drained by the data provider */
+  sluice__sendq sendq; /* any thread (own lock) */
+  uint32_t max_request_size;
+  sluice_compression compression;
   uint64_t deadline_ns; /* 0 = none */
   uint32_t max_response_size;
   sluice_metadata *send_md;
-  /* completion */
+  /* completion: the unary API's trampoline, or the call handlers */
   sluice_unary_tramp tramp;
   sluice_generic_fn cb;
+  sluice_call_handlers h;
   void *user_data;
+  /* requests from other threads */
+  int want_paused;             /* atomic */
+  sluice_status_code fail_req; /* set before fail_task is posted */
+  char fail_req_msg[160];
   /* transport */
   sluice__cconn *conn;
   int32_t stream_id;
   uv_timer_t timer;
   int timer_open;
-  int refs; /* logical + timer handle + open stream */
+  int refs; /* logical + user handle + timer handle + open stream */
   /* response */
   int http_status;
   int got_headers; /* response HEADERS seen */
@@ -63,11 +78,16 @@ struct sluice__ccall {
   sluice_status_code grpc_status;
   char *grpc_message;
   int bad_content_type;
+  int enc_ok;             /* grpc-encoding known */
+  sluice_compression enc; /* the response's grpc-encoding */
+  int last_compressed;
   sluice_metadata *hdr_md; /* header block being received */
   sluice_metadata *initial_md, *trailing_md;
-  sluice__deframer deframer;
-  ProtobufCMessage *resp;
+  sluice__recv recv;
+  ProtobufCMessage *resp; /* unary API: the response */
   int n_msgs;
+  int final_pending; /* stream ended OK; held messages still to deliver */
+  uint32_t final_h2_error;
   sluice_status_code fail_code; /* a local failure while receiving */
   const char *fail_reason;
   char fail_buf[160];
@@ -171,5 +191,11 @@ void sluice__ccall_complete(sluice__ccall *call, sluice_status_code code,
 /* The stream ended (on_stream_close): derive the final status. */
 void sluice__ccall_stream_closed(sluice__ccall *call, uint32_t h2_error);
 void sluice__ccall_unref(sluice__ccall *call);
+/* Delivers one received message (the recv layer's deliver function). */
+int sluice__ccall_deliver(void *call, int compressed, const uint8_t *msg,
+                          size_t len);
+/* Data provider body: fills buf from the send queue. */
+ssize_t sluice__ccall_read(sluice__ccall *call, uint8_t *buf, size_t len,
+                           uint32_t *flags);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "client/client.h"
 #include "transport/headers.h"
+#include "wire/compress.h"
 #include "wire/metadata_internal.h"
 #include "wire/metadata_rules.h"
 #include "wire/percent.h"
@@ -15,7 +16,7 @@
 /* Receive windows: 1 MiB per stream, 16 MiB per connection, so a 4 MiB
  * response does not stall on WINDOW_UPDATE round trips while what one slow
  * call can make us buffer stays bounded. */
-#define STREAM_WINDOW (1 << 20)
+#define STREAM_WINDOW SLUICE_STREAM_WINDOW
 #define CONN_WINDOW (16 << 20)
 
 static sluice__ccall *call_of(nghttp2_session *s, int32_t stream_id) {
@@ -49,6 +50,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
       c->grpc_status = SLUICE_STATUS_UNKNOWN;
     }
     c->have_grpc_status = 1;
+  } else if (nlen == 13 && memcmp(n, "grpc-encoding", 13) == 0) {
+    c->enc_ok = sluice__encoding_parse((const char *)value, vlen, &c->enc) == 0;
   } else if (nlen == 12 && memcmp(n, "grpc-message", 12) == 0) {
     free(c->grpc_message);
     c->grpc_message = malloc(vlen + 1);
@@ -65,50 +68,33 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   return 0;
 }
 
-static int on_message(void *ud, int compressed, const uint8_t *msg,
-                      size_t len) {
-  sluice__ccall *c = ud;
-  if (compressed) {
-    c->fail_code = SLUICE_STATUS_INTERNAL;
-    c->fail_reason = "compressed response but no grpc-encoding was agreed";
-    return 1;
-  }
-  if (++c->n_msgs > 1) {
-    c->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
-    c->fail_reason = "server sent more than one response to a unary call";
-    return 1;
-  }
-  c->resp = protobuf_c_message_unpack(c->method->response, NULL, len, msg);
-  if (!c->resp) {
-    c->fail_code = SLUICE_STATUS_INTERNAL;
-    snprintf(c->fail_buf, sizeof c->fail_buf,
-             "failed to parse response message (%zu bytes) as %s", len,
-             c->method->response->name);
-    c->fail_reason = c->fail_buf;
-    return 1;
-  }
-  return 0;
-}
-
 static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream_id,
                    const uint8_t *data, size_t len, void *ud) {
   (void)flags;
-  (void)ud;
+  sluice__cconn *cc = ud;
   sluice__ccall *c = call_of(s, stream_id);
-  if (!c || c->state == SLUICE__CALL_DONE)
+  if (!c || c->state == SLUICE__CALL_DONE) {
+    nghttp2_session_consume(s, stream_id, len);
     return 0;
-  const char *reason;
+  }
+  const char *reason = "";
+  size_t consume = 0;
   sluice_status_code code =
-      sluice__deframer_feed(&c->deframer, data, len, on_message, c, &reason);
-  if (code == SLUICE_STATUS_OK)
+      sluice__recv_feed(&c->recv, data, len, &consume, &reason);
+  if (consume) {
+    nghttp2_session_consume(s, stream_id, consume);
+    sluice__conn_want_write(&cc->conn);
+  }
+  if (code == SLUICE_STATUS_OK || c->state == SLUICE__CALL_DONE)
     return 0;
   if (c->fail_code == SLUICE_STATUS_OK) { /* the deframer's own failure */
     c->fail_code = code;
     if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
-        sluice__deframer_last_len(&c->deframer)) {
+        sluice__deframer_last_len(&c->recv.deframer)) {
       snprintf(c->fail_buf, sizeof c->fail_buf,
                "received message larger than max (%u vs. %u)",
-               sluice__deframer_last_len(&c->deframer), c->max_response_size);
+               sluice__deframer_last_len(&c->recv.deframer),
+               c->max_response_size);
       c->fail_reason = c->fail_buf;
     } else {
       c->fail_reason = reason;
@@ -139,8 +125,13 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       sluice_metadata_del(c->hdr_md);
     }
     c->hdr_md = NULL;
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        frame->headers.cat == NGHTTP2_HCAT_RESPONSE &&
+        c->state == SLUICE__CALL_ACTIVE && !c->tramp &&
+        c->h.on_initial_metadata)
+      c->h.on_initial_metadata(c, c->initial_md, c->user_data);
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        sluice__deframer_partial(&c->deframer) &&
+        sluice__deframer_partial(&c->recv.deframer) &&
         c->fail_code == SLUICE_STATUS_OK) {
       c->fail_code = SLUICE_STATUS_INTERNAL;
       c->fail_reason = "stream ended in the middle of a message";
@@ -175,6 +166,10 @@ static int on_stream_close(nghttp2_session *s, int32_t stream_id,
   if (!c)
     return 0;
   nghttp2_session_set_stream_user_data(s, stream_id, NULL);
+  /* Held or undelivered bytes go back to the connection's window. */
+  size_t left = sluice__recv_take_unconsumed(&c->recv);
+  if (left)
+    nghttp2_session_consume_connection(s, left);
   sluice__link_remove(&c->link);
   cc->active_streams--;
   c->conn = NULL;
@@ -192,11 +187,7 @@ static ssize_t read_request(nghttp2_session *s, int32_t stream_id, uint8_t *buf,
   (void)s;
   (void)stream_id;
   (void)ud;
-  sluice__ccall *c = src->ptr;
-  size_t n = sluice__copy_next(c->req, c->req_len, &c->req_sent, buf, len);
-  if (c->req_sent == c->req_len)
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
-  return (ssize_t)n;
+  return sluice__ccall_read(src->ptr, buf, len, flags);
 }
 
 int sluice__cconn_can_take(const sluice__cconn *c) {
@@ -225,6 +216,10 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__ccall *c) {
   sluice__nvs_add(&h, "te", 2, "trailers", 8);
   sluice__nvs_add(&h, "content-type", 12, "application/grpc", 16);
   sluice__nvs_add_str(&h, "user-agent", ch->user_agent);
+  if (c->compression != SLUICE_COMPRESS_NONE)
+    sluice__nvs_add_str(&h, "grpc-encoding",
+                        sluice__encoding_name(c->compression));
+  sluice__nvs_add_str(&h, "grpc-accept-encoding", SLUICE__ACCEPT_ENCODING);
   sluice__nvs_add_md(&h, c->send_md);
   if (sluice__nvs_failed(&h)) {
     sluice__nvs_free(&h);
@@ -263,9 +258,15 @@ static void on_closed(sluice__conn *conn, const char *reason);
 static const sluice__conn_hooks hooks = {on_closed, on_connected};
 
 static nghttp2_session_callbacks *g_callbacks;
+static nghttp2_option *g_options;
 static uv_once_t g_callbacks_once = UV_ONCE_INIT;
 
 static void init_callbacks(void) {
+  /* Window updates follow delivery (transport/recv.h): bounded memory for
+   * a paused or slow receiver. */
+  if (nghttp2_option_new(&g_options) != 0)
+    return;
+  nghttp2_option_set_no_auto_window_update(g_options, 1);
   nghttp2_session_callbacks *cbs;
   if (nghttp2_session_callbacks_new(&cbs) != 0)
     return;
@@ -309,7 +310,7 @@ static void on_connected(sluice__conn *conn, int status) {
     return;
   }
   nghttp2_session *s;
-  if (nghttp2_session_client_new(&s, g_callbacks, cc) != 0) {
+  if (nghttp2_session_client_new2(&s, g_callbacks, cc, g_options) != 0) {
     sluice__conn_close(conn, "out of memory");
     return;
   }

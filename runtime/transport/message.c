@@ -1,0 +1,86 @@
+#include "transport/message.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "wire/compress.h"
+#include "wire/framing.h"
+
+int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
+                     uint32_t max, uint8_t **out, size_t *out_len,
+                     size_t *size_out) {
+  size_t len = protobuf_c_message_get_packed_size(msg);
+  if (size_out)
+    *size_out = len;
+  if ((max && len > max) || len > UINT32_MAX)
+    return SLUICE_ERR_TOO_LARGE;
+  if (c == SLUICE_COMPRESS_NONE) {
+    uint8_t *b = malloc(len + SLUICE__FRAME_HEADER_LEN);
+    if (!b)
+      return SLUICE_ERR_NOMEM;
+    sluice__frame_header(b, 0, (uint32_t)len);
+    protobuf_c_message_pack(msg, b + SLUICE__FRAME_HEADER_LEN);
+    *out = b;
+    *out_len = len + SLUICE__FRAME_HEADER_LEN;
+    return 0;
+  }
+  uint8_t *plain = malloc(len ? len : 1);
+  if (!plain)
+    return SLUICE_ERR_NOMEM;
+  protobuf_c_message_pack(msg, plain);
+  uint8_t *z;
+  size_t zlen;
+  int rv = sluice__compress(c, plain, len, SLUICE__FRAME_HEADER_LEN, &z, &zlen);
+  free(plain);
+  if (rv != 0)
+    return rv;
+  if (zlen > UINT32_MAX) {
+    free(z);
+    return SLUICE_ERR_TOO_LARGE;
+  }
+  sluice__frame_header(z, 1, (uint32_t)zlen);
+  *out = z;
+  *out_len = zlen + SLUICE__FRAME_HEADER_LEN;
+  return 0;
+}
+
+sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
+                                      int compressed, int enc_ok,
+                                      sluice_compression enc,
+                                      const uint8_t *data, size_t len,
+                                      uint32_t max, ProtobufCMessage **out,
+                                      char *err, size_t errlen) {
+  uint8_t *plain = NULL;
+  size_t plen = len;
+  *out = NULL;
+  if (compressed) {
+    if (!enc_ok || enc == SLUICE_COMPRESS_NONE) {
+      snprintf(err, errlen,
+               "compressed message without a usable grpc-encoding");
+      return SLUICE_STATUS_INTERNAL;
+    }
+    const char *reason = "";
+    sluice_status_code code =
+        sluice__decompress(enc, data, len, max, &plain, &plen, &reason);
+    if (code != SLUICE_STATUS_OK) {
+      if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED)
+        snprintf(err, errlen,
+                 "decompressed message larger than max (over %" PRIu32
+                 " bytes)",
+                 max);
+      else
+        snprintf(err, errlen, "cannot decompress message: %s", reason);
+      return code;
+    }
+    data = plain;
+  }
+  *out = protobuf_c_message_unpack(desc, NULL, plen, data);
+  free(plain);
+  if (!*out) {
+    snprintf(err, errlen, "failed to parse message (%zu bytes) as %s", plen,
+             desc->name);
+    return SLUICE_STATUS_INTERNAL;
+  }
+  return SLUICE_STATUS_OK;
+}

@@ -1,0 +1,40 @@
+/* One protobuf message <-> one gRPC length-prefixed message, with optional
+ * compression: the single place both client and server serialize and
+ * decode, so size limits and compression rules are the same on both sides.
+ */
+#ifndef SLUICE_TRANSPORT_MESSAGE_H
+#define SLUICE_TRANSPORT_MESSAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "sluice/channel.h"
+#include "sluice/status.h"
+
+/* Serializes msg into a malloc'd [5-byte prefix | body] (*out, owned by the
+ * caller; *out_len counts the prefix). The serialized size is checked
+ * against max (0 = no limit) before compression, as gRPC does. With
+ * compression c != NONE the body is compressed and flagged.
+ * Returns 0, SLUICE_ERR_TOO_LARGE (size in *size_out when non-NULL) or
+ * SLUICE_ERR_NOMEM. */
+int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
+                     uint32_t max, uint8_t **out, size_t *out_len,
+                     size_t *size_out);
+
+/* Decodes one received message: when compressed, decompresses with the
+ * stream's encoding (enc; enc_ok 0 means the peer's grpc-encoding was
+ * absent or unknown), never beyond max bytes; then unpacks with desc.
+ * On OK *out is the message (free with protobuf_c_message_free_unpacked).
+ * Otherwise the failure is described in err (size errlen):
+ * RESOURCE_EXHAUSTED (decompressed over max), INTERNAL (no/unknown
+ * encoding with the flag set, corrupt data, parse failure). */
+sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
+                                      int compressed, int enc_ok,
+                                      sluice_compression enc,
+                                      const uint8_t *data, size_t len,
+                                      uint32_t max, ProtobufCMessage **out,
+                                      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,186 @@
+#include "transport/sendq.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/status.h"
+
+int sluice__sendq_init(sluice__sendq *q, size_t bound) {
+  q->head = q->tail = NULL;
+  q->sent_head = q->sent_tail = NULL;
+  q->retain = 0;
+  q->n_sent_bytes = 0;
+  q->queued = 0;
+  q->bound = bound;
+  q->n_pushed = 0;
+  q->closed = q->want_ready = q->deferred = 0;
+  return uv_mutex_init(&q->mu) == 0 ? 0 : SLUICE_ERR_SYSTEM;
+}
+
+static void free_list(sluice__sendbuf *b) {
+  while (b) {
+    sluice__sendbuf *next = b->next;
+    free(b->data);
+    free(b);
+    b = next;
+  }
+}
+
+void sluice__sendq_destroy(sluice__sendq *q) {
+  free_list(q->head);
+  free_list(q->sent_head);
+  q->head = q->tail = q->sent_head = q->sent_tail = NULL;
+  uv_mutex_destroy(&q->mu);
+}
+
+int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
+                       int *was_deferred) {
+  *was_deferred = 0;
+  sluice__sendbuf *b = malloc(sizeof *b);
+  if (!b)
+    return SLUICE_ERR_NOMEM;
+  b->next = NULL;
+  b->data = data;
+  b->len = len;
+  b->sent = 0;
+  uv_mutex_lock(&q->mu);
+  int rv = 0;
+  if (q->closed) {
+    rv = SLUICE_ERR_STATE;
+  } else if (q->bound && q->queued >= q->bound) {
+    q->want_ready = 1;
+    rv = SLUICE_ERR_FULL;
+  } else {
+    if (q->tail)
+      q->tail->next = b;
+    else
+      q->head = b;
+    q->tail = b;
+    q->queued += len;
+    q->n_pushed++;
+    *was_deferred = q->deferred;
+    q->deferred = 0;
+  }
+  uv_mutex_unlock(&q->mu);
+  if (rv != 0)
+    free(b);
+  return rv;
+}
+
+int sluice__sendq_close(sluice__sendq *q, int *was_deferred) {
+  uv_mutex_lock(&q->mu);
+  int rv = q->closed ? SLUICE_ERR_STATE : 0;
+  q->closed = 1;
+  *was_deferred = q->deferred;
+  q->deferred = 0;
+  uv_mutex_unlock(&q->mu);
+  return rv;
+}
+
+void sluice__sendq_abort(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  sluice__sendbuf *b = q->head, *s = q->sent_head;
+  q->head = q->tail = q->sent_head = q->sent_tail = NULL;
+  q->queued = 0;
+  q->closed = 1;
+  q->want_ready = 0;
+  uv_mutex_unlock(&q->mu);
+  free_list(b);
+  free_list(s);
+}
+
+int sluice__sendq_rewind(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  int rv = 0;
+  size_t retained = 0;
+  for (sluice__sendbuf *b = q->sent_head; b; b = b->next)
+    retained += b->len;
+  for (sluice__sendbuf *b = q->head; b; b = b->next)
+    retained += b->sent;
+  if (retained != q->n_sent_bytes) {
+    rv = -1;
+  } else if (q->sent_head) {
+    q->sent_tail->next = q->head;
+    if (!q->head)
+      q->tail = q->sent_tail;
+    q->head = q->sent_head;
+    q->sent_head = q->sent_tail = NULL;
+  }
+  if (rv == 0) {
+    q->queued = 0;
+    for (sluice__sendbuf *b = q->head; b; b = b->next) {
+      b->sent = 0;
+      q->queued += b->len;
+    }
+    q->n_sent_bytes = 0;
+    q->deferred = 0;
+  }
+  uv_mutex_unlock(&q->mu);
+  return rv;
+}
+
+sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
+                                       size_t cap, size_t *n, int *ready) {
+  size_t got = 0;
+  sluice__sendbuf *done = NULL, **done_tail = &done;
+  uv_mutex_lock(&q->mu);
+  while (q->head && got < cap) {
+    sluice__sendbuf *b = q->head;
+    size_t take = b->len - b->sent;
+    if (take > cap - got)
+      take = cap - got;
+    memcpy(dst + got, b->data + b->sent, take);
+    b->sent += take;
+    got += take;
+    if (b->sent == b->len) {
+      q->head = b->next;
+      if (!q->head)
+        q->tail = NULL;
+      b->next = NULL;
+      if (q->retain) {
+        if (q->sent_tail)
+          q->sent_tail->next = b;
+        else
+          q->sent_head = b;
+        q->sent_tail = b;
+      } else {
+        *done_tail = b; /* freed outside the lock */
+        done_tail = &b->next;
+      }
+    }
+  }
+  q->queued -= got;
+  q->n_sent_bytes += got;
+  *ready = 0;
+  if (q->want_ready && q->queued < q->bound / 2) {
+    q->want_ready = 0;
+    *ready = 1;
+  }
+  sluice__sendq_state st = SLUICE__SENDQ_DATA;
+  if (!q->head) {
+    if (q->closed)
+      st = SLUICE__SENDQ_EOF;
+    else if (got == 0) {
+      st = SLUICE__SENDQ_DEFERRED;
+      q->deferred = 1;
+    }
+  }
+  uv_mutex_unlock(&q->mu);
+  free_list(done);
+  *n = got;
+  return st;
+}
+
+size_t sluice__sendq_queued(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  size_t n = q->queued;
+  uv_mutex_unlock(&q->mu);
+  return n;
+}
+
+int sluice__sendq_is_closed(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  int c = q->closed;
+  uv_mutex_unlock(&q->mu);
+  return c;
+}

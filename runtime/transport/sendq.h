@@ -1,0 +1,85 @@
+/* The send queue of one call: serialized messages waiting for HTTP/2.
+ *
+ * Producers (sluice_call_send, sluice_server_call_send) run on any thread;
+ * the loop thread drains the queue from the stream's nghttp2 data provider.
+ * A mutex guards it. The queue is bounded: a push that finds `bound` bytes
+ * already queued is refused (SLUICE_ERR_FULL) and the producer is told when
+ * it may push again (the drain reports "ready" once below half the bound),
+ * so a stalled peer holds at most bound + one message here; everything else
+ * waits in the producer.
+ */
+#ifndef SLUICE_TRANSPORT_SENDQ_H
+#define SLUICE_TRANSPORT_SENDQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct sluice__sendbuf {
+  struct sluice__sendbuf *next;
+  uint8_t *data; /* [5-byte prefix | message], malloc'd, owned */
+  size_t len, sent;
+} sluice__sendbuf;
+
+typedef struct sluice__sendq {
+  uv_mutex_t mu;
+  sluice__sendbuf *head, *tail;
+  sluice__sendbuf *sent_head, *sent_tail; /* retained after sending */
+  int retain;          /* keep sent buffers so that the call can be replayed */
+  size_t queued;       /* bytes not yet handed to HTTP/2 */
+  size_t n_sent_bytes; /* handed to HTTP/2 since the last rewind */
+  size_t bound;
+  uint64_t n_pushed;
+  int closed;     /* no more pushes (half-close, finish or failure) */
+  int want_ready; /* a push was refused: report readiness */
+  int deferred;   /* the data provider said DEFERRED: resume it */
+} sluice__sendq;
+
+/* bound 0 means unbounded (a unary call's single message). Returns 0 or
+ * SLUICE_ERR_SYSTEM. */
+int sluice__sendq_init(sluice__sendq *q, size_t bound);
+/* Keeps sent buffers (a call with a single request message that may be
+ * retried transparently). Set before the first push. */
+static inline void sluice__sendq_retain(sluice__sendq *q) { q->retain = 1; }
+
+/* Puts every retained sent buffer back in front, unsent: the call is
+ * replayed on another stream. Returns 0, or -1 when nothing can be replayed
+ * because bytes were sent without being retained. */
+int sluice__sendq_rewind(sluice__sendq *q);
+
+/* Frees queued buffers and the mutex. */
+void sluice__sendq_destroy(sluice__sendq *q);
+
+/* Appends data (len bytes, malloc'd; ownership passes to the queue on 0).
+ * Returns 0, SLUICE_ERR_FULL (queue at bound; want_ready set) or
+ * SLUICE_ERR_STATE (closed). *was_deferred tells whether the data provider
+ * must be resumed. */
+int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
+                       int *was_deferred);
+
+/* Marks the end of the messages. Returns 0 or SLUICE_ERR_STATE if already
+ * closed. *was_deferred as for push. */
+int sluice__sendq_close(sluice__sendq *q, int *was_deferred);
+
+/* Closes and drops everything queued (a failed or cancelled call). */
+void sluice__sendq_abort(sluice__sendq *q);
+
+/* Outcome of one drain. */
+typedef enum {
+  SLUICE__SENDQ_DATA,    /* bytes were copied; more may follow */
+  SLUICE__SENDQ_EOF,     /* bytes (maybe 0) copied and the queue is done */
+  SLUICE__SENDQ_DEFERRED /* empty but open: resume when pushed */
+} sluice__sendq_state;
+
+/* Loop thread, data provider: copies up to cap bytes into dst and stores
+ * the count in *n. *ready is set when a refused producer may push again. */
+sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
+                                       size_t cap, size_t *n, int *ready);
+
+/* Bytes queued now (thread-safe). */
+size_t sluice__sendq_queued(sluice__sendq *q);
+
+/* Non-zero once closed (thread-safe). */
+int sluice__sendq_is_closed(sluice__sendq *q);
+
+#endif
