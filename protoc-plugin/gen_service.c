@@ -17,8 +17,30 @@ static const char *kind_enum(method_kind k) {
 
 /* ---- header */
 
-static void header_client(printer *p, const service_model *sm,
-                          const method_model *mm) {
+static const char *kind_words(method_kind k) {
+  switch (k) {
+  case KIND_CLIENT_STREAMING:
+    return "client streaming";
+  case KIND_SERVER_STREAMING:
+    return "server streaming";
+  case KIND_BIDI_STREAMING:
+    return "bidirectional streaming";
+  case KIND_UNARY:
+    break;
+  }
+  return "unary";
+}
+
+static int streams_requests(method_kind k) {
+  return k == KIND_CLIENT_STREAMING || k == KIND_BIDI_STREAMING;
+}
+
+static int streams_responses(method_kind k) {
+  return k == KIND_SERVER_STREAMING || k == KIND_BIDI_STREAMING;
+}
+
+static void header_unary_client(printer *p, const service_model *sm,
+                                const method_model *mm) {
   printer_printf(
       p,
       "/* Completion of %s. Runs exactly once, on the channel's loop thread.\n"
@@ -56,24 +78,176 @@ static void header_client(printer *p, const service_model *sm,
       mm->path, sm->lower, mm->lower, mm->in_type, mm->out_type);
 }
 
-static void header_server(printer *p, const service_model *sm,
-                          const method_model *mm) {
+/* The part of a streaming __start comment shared by every kind: handlers,
+ * threads, the handle, the return value. */
+static void doc_start_common(printer *p, const method_model *mm) {
+  if (streams_responses(mm->kind))
+    printer_printf(p, " * Each response reaches handlers->on_message as a\n"
+                      " * const ProtobufCMessage *");
+  else
+    printer_printf(p, " * The single response reaches handlers->on_message, "
+                      "before an OK\n"
+                      " * on_done, as a const ProtobufCMessage *");
   printer_printf(
       p,
-      "/* Server handler of %s. Runs on the loop thread of the call's\n"
-      " * connection; req is borrowed until the call is finished. The handler\n"
-      " * finishes the call exactly once, now or later from any thread, with\n"
-      " * %s__%s__reply() or sluice_server_call_finish(). */\n"
-      "typedef void (*%s__%s_Handler)(sluice_server_call *call,\n"
-      "    const %s *req, void *user_data);\n\n",
-      mm->path, sm->lower, mm->lower, sm->c_name, mm->name, mm->in_type);
+      " that is a const %s *\n"
+      " * (cast it); the library owns it and frees it when the callback "
+      "returns\n"
+      " * (copy what you keep). opts may be NULL; *handlers is copied and its\n"
+      " * on_done must be set. Callbacks run on the channel's loop thread;\n"
+      " * on_done fires exactly once, last, never from inside this function.\n"
+      " * *out receives the call handle, owned by the caller until\n"
+      " * sluice_call_release() (exactly once, also after on_done; releasing\n"
+      " * does not cancel). Returns 0 when on_done will fire, else\n"
+      " * SLUICE_ERR_INVALID_ARG (a NULL argument) or SLUICE_ERR_NOMEM, as\n"
+      " * sluice_call_start(): then nothing fires and there is no handle.\n"
+      " * Thread-safe. */\n",
+      mm->out_type);
+}
+
+static void header_stream_client(printer *p, const service_model *sm,
+                                 const method_model *mm) {
+  if (!streams_requests(mm->kind)) {
+    printer_printf(
+        p,
+        "/* Starts a %s call (%s): sends req\n"
+        " * (serialized before this returns; the caller keeps it) and "
+        "half-closes.\n"
+        " * A request that cannot be sent fails the call through on_done\n"
+        " * (RESOURCE_EXHAUSTED when too large, else CANCELLED). on_done may\n"
+        " * run on the loop thread while this is still sending: release the\n"
+        " * handle (also from on_done) only once this has returned.\n",
+        mm->path, kind_words(mm->kind));
+    doc_start_common(p, mm);
+    printer_printf(p,
+                   "int %s__%s__start(sluice_channel *ch, const %s *req,\n"
+                   "    const sluice_call_opts *opts,\n"
+                   "    const sluice_call_handlers *handlers, void "
+                   "*user_data,\n"
+                   "    sluice_call **out);\n\n",
+                   sm->lower, mm->lower, mm->in_type);
+    return;
+  }
+  printer_printf(p,
+                 "/* Starts a %s call (%s). Send the\n"
+                 " * requests with %s__%s__send(), then half-close with\n"
+                 " * sluice_call_close_send() (nothing is sent before the "
+                 "first of them).\n",
+                 mm->path, kind_words(mm->kind), sm->lower, mm->lower);
+  doc_start_common(p, mm);
+  printer_printf(p,
+                 "int %s__%s__start(sluice_channel *ch,\n"
+                 "    const sluice_call_opts *opts,\n"
+                 "    const sluice_call_handlers *handlers, void *user_data,\n"
+                 "    sluice_call **out);\n\n",
+                 sm->lower, mm->lower);
   printer_printf(
       p,
-      "/* Finishes a %s call with status OK and resp (serialized\n"
-      " * before this returns; the caller keeps resp). Any thread, once per\n"
-      " * call. Returns 0 or SLUICE_ERR_INVALID_ARG (call or resp NULL), as\n"
-      " * sluice_server_call_reply(). */\n"
-      "int %s__%s__reply(sluice_server_call *call, const %s *resp);\n\n",
+      "/* Queues one request of a %s call: msg is serialized\n"
+      " * before this returns (the caller keeps it). Thread-safe. Returns 0,\n"
+      " * SLUICE_ERR_INVALID_ARG (call or msg NULL), SLUICE_ERR_FULL (the "
+      "send\n"
+      " * queue is full, nothing was queued: send again from "
+      "on_send_ready),\n"
+      " * SLUICE_ERR_STATE (after sluice_call_close_send() or on_done),\n"
+      " * SLUICE_ERR_TOO_LARGE (the call fails with RESOURCE_EXHAUSTED) or\n"
+      " * SLUICE_ERR_NOMEM, as sluice_call_send(). */\n"
+      "int %s__%s__send(sluice_call *call, const %s *msg);\n\n",
+      mm->path, sm->lower, mm->lower, mm->in_type);
+}
+
+static void header_handler(printer *p, const service_model *sm,
+                           const method_model *mm) {
+  if (mm->kind == KIND_UNARY) {
+    printer_printf(
+        p,
+        "/* Server handler of %s. Runs on the loop thread of the call's\n"
+        " * connection; req is borrowed until the call is finished. The "
+        "handler\n"
+        " * finishes the call exactly once, now or later from any thread, "
+        "with\n"
+        " * %s__%s__reply() or sluice_server_call_finish(). */\n",
+        mm->path, sm->lower, mm->lower);
+  } else if (mm->kind == KIND_SERVER_STREAMING) {
+    printer_printf(
+        p,
+        "/* Server handler of %s (%s). Runs on the loop\n"
+        " * thread of the call's connection once the request has arrived; req "
+        "is\n"
+        " * borrowed until the call is finished. Send the responses with\n"
+        " * %s__%s__send_response() (sluice_server_call_set_handlers()\n"
+        " * gives on_send_ready and on_done), then finish the call exactly "
+        "once,\n"
+        " * now or later from any thread, with sluice_server_call_finish() "
+        "(OK\n"
+        " * with resp NULL, or an error status). */\n",
+        mm->path, kind_words(mm->kind), sm->lower, mm->lower);
+  } else {
+    printer_printf(
+        p,
+        "/* Server handler of %s (%s). Runs on the loop\n"
+        " * thread of the call's connection as soon as the request headers "
+        "have\n"
+        " * arrived, before any message. Register callbacks with\n"
+        " * sluice_server_call_set_handlers(): each request reaches "
+        "on_message (on\n"
+        " * that loop thread) as a const ProtobufCMessage * that is a\n"
+        " * const %s * (cast it), owned by the library and freed when the\n"
+        " * callback returns; on_half_close says no more will come.\n",
+        mm->path, kind_words(mm->kind), mm->in_type);
+    if (mm->kind == KIND_CLIENT_STREAMING)
+      printer_printf(p,
+                     " * Finish the call exactly once, now or later from any "
+                     "thread, with\n"
+                     " * %s__%s__reply() or sluice_server_call_finish(). */\n",
+                     sm->lower, mm->lower);
+    else
+      printer_printf(p,
+                     " * Send the responses with %s__%s__send_response(),\n"
+                     " * then finish the call exactly once, now or later from "
+                     "any thread,\n"
+                     " * with sluice_server_call_finish() (OK with resp NULL, "
+                     "or an error\n"
+                     " * status). */\n",
+                     sm->lower, mm->lower);
+  }
+  if (streams_requests(mm->kind))
+    printer_printf(p,
+                   "typedef void (*%s__%s_Handler)(sluice_server_call *call,\n"
+                   "    void *user_data);\n\n",
+                   sm->c_name, mm->name);
+  else
+    printer_printf(p,
+                   "typedef void (*%s__%s_Handler)(sluice_server_call *call,\n"
+                   "    const %s *req, void *user_data);\n\n",
+                   sm->c_name, mm->name, mm->in_type);
+}
+
+static void header_server_helper(printer *p, const service_model *sm,
+                                 const method_model *mm) {
+  if (!streams_responses(mm->kind)) {
+    printer_printf(
+        p,
+        "/* Finishes a %s call with status OK and resp (serialized\n"
+        " * before this returns; the caller keeps resp). Any thread, once per\n"
+        " * call. Returns 0 or SLUICE_ERR_INVALID_ARG (call or resp NULL), as\n"
+        " * sluice_server_call_reply(). */\n"
+        "int %s__%s__reply(sluice_server_call *call, const %s *resp);\n\n",
+        mm->path, sm->lower, mm->lower, mm->out_type);
+    return;
+  }
+  printer_printf(
+      p,
+      "/* Queues one response of a %s call: msg is serialized\n"
+      " * before this returns (the caller keeps it). Any thread, before the "
+      "call\n"
+      " * is finished. Returns 0, SLUICE_ERR_INVALID_ARG (call or msg NULL),\n"
+      " * SLUICE_ERR_FULL (the send queue is full, nothing was queued: send "
+      "again\n"
+      " * from on_send_ready), SLUICE_ERR_STATE (finished or cancelled),\n"
+      " * SLUICE_ERR_TOO_LARGE (nothing sent) or SLUICE_ERR_NOMEM, as\n"
+      " * sluice_server_call_send(). */\n"
+      "int %s__%s__send_response(sluice_server_call *call, const %s *msg);\n\n",
       mm->path, sm->lower, mm->lower, mm->out_type);
 }
 
@@ -93,25 +267,25 @@ void gen_service_header(printer *p, const service_model *sm) {
 
   for (size_t i = 0; i < sm->n_methods; i++) {
     const method_model *mm = &sm->methods[i];
-    if (mm->kind == KIND_UNARY) {
-      header_client(p, sm, mm);
-      header_server(p, sm, mm);
-    }
+    if (mm->kind == KIND_UNARY)
+      header_unary_client(p, sm, mm);
+    else
+      header_stream_client(p, sm, mm);
+    header_handler(p, sm, mm);
+    header_server_helper(p, sm, mm);
   }
 
   printer_printf(p,
-                 "/* The server handlers of %s, one per unary method; a NULL\n"
-                 " * member answers UNIMPLEMENTED. Streaming methods have no\n"
-                 " * member yet. */\n"
+                 "/* The server handlers of %s, one per method; a NULL\n"
+                 " * member answers UNIMPLEMENTED. */\n"
                  "typedef struct %s_SluiceHandlers {\n",
                  sm->full_name, sm->c_name);
   for (size_t i = 0; i < sm->n_methods; i++) {
     const method_model *mm = &sm->methods[i];
-    if (mm->kind == KIND_UNARY)
-      printer_printf(p, "  %s__%s_Handler %s;\n", sm->c_name, mm->name,
-                     mm->member);
+    printer_printf(p, "  %s__%s_Handler %s;\n", sm->c_name, mm->name,
+                   mm->member);
   }
-  if (sm->n_unary == 0) /* C has no empty structs */
+  if (sm->n_methods == 0) /* C has no empty structs */
     printer_printf(p, "  char sluice_unused_;\n");
   printer_printf(p, "} %s_SluiceHandlers;\n\n", sm->c_name);
 
@@ -132,8 +306,8 @@ void gen_service_header(printer *p, const service_model *sm) {
 
 /* ---- source */
 
-static void source_method(printer *p, const service_model *sm,
-                          const method_model *mm, size_t index) {
+static void source_unary_client(printer *p, const service_model *sm,
+                                const method_model *mm, size_t index) {
   /* The runtime calls back through one generic signature; the trampoline
    * turns it back into the user's typed callback so that no function is
    * called through a pointer of the wrong type. */
@@ -169,27 +343,99 @@ static void source_method(printer *p, const service_model *sm,
                  "}\n\n",
                  sm->lower, mm->lower, mm->in_type, mm->out_type, sm->lower,
                  index, mm->out_type);
+}
+
+static void source_stream_client(printer *p, const service_model *sm,
+                                 const method_model *mm, size_t index) {
+  if (!streams_requests(mm->kind)) {
+    /* Once started, the call ends through on_done whatever happens, so a
+     * request that cannot be sent cancels it rather than leaving it open
+     * (TOO_LARGE has already failed it). */
+    printer_printf(
+        p,
+        "int %s__%s__start(sluice_channel *ch, const %s *req,\n"
+        "    const sluice_call_opts *opts,\n"
+        "    const sluice_call_handlers *handlers, void *user_data,\n"
+        "    sluice_call **out) {\n"
+        "  if (req == NULL)\n"
+        "    return SLUICE_ERR_INVALID_ARG;\n"
+        "  int rc = sluice_call_start(ch, &%s__sluice_methods[%zu], opts,\n"
+        "                             handlers, user_data, out);\n"
+        "  if (rc != 0)\n"
+        "    return rc;\n"
+        "  sluice_call *call = *out;\n"
+        "  rc = sluice_call_send(call, &req->base);\n"
+        "  if (rc == 0)\n"
+        "    rc = sluice_call_close_send(call);\n"
+        "  if (rc != 0 && rc != SLUICE_ERR_TOO_LARGE)\n"
+        "    (void)sluice_call_cancel(call, sluice_strerror(rc));\n"
+        "  return 0; /* on_done will fire */\n"
+        "}\n\n",
+        sm->lower, mm->lower, mm->in_type, sm->lower, index);
+    return;
+  }
+  printer_printf(
+      p,
+      "int %s__%s__start(sluice_channel *ch,\n"
+      "    const sluice_call_opts *opts,\n"
+      "    const sluice_call_handlers *handlers, void *user_data,\n"
+      "    sluice_call **out) {\n"
+      "  return sluice_call_start(ch, &%s__sluice_methods[%zu], opts,\n"
+      "                           handlers, user_data, out);\n"
+      "}\n\n",
+      sm->lower, mm->lower, sm->lower, index);
+  printer_printf(p,
+                 "int %s__%s__send(sluice_call *call, const %s *msg) {\n"
+                 "  if (msg == NULL)\n"
+                 "    return SLUICE_ERR_INVALID_ARG;\n"
+                 "  return sluice_call_send(call, &msg->base);\n"
+                 "}\n\n",
+                 sm->lower, mm->lower, mm->in_type);
+}
+
+static void source_server(printer *p, const service_model *sm,
+                          const method_model *mm) {
   printer_printf(
       p,
       "static void %s__%s__sluice_dispatch(sluice_server_call *call,\n"
       "    const ProtobufCMessage *req, const void *handlers,\n"
       "    void *user_data) {\n"
-      "  const %s_SluiceHandlers *h = handlers;\n"
+      "  const %s_SluiceHandlers *h = handlers;\n",
+      sm->lower, mm->lower, sm->c_name);
+  if (streams_requests(mm->kind))
+    printer_printf(p, "  (void)req; /* NULL: requests come through "
+                      "sluice_server_call_set_handlers() */\n");
+  printer_printf(
+      p,
       "  if (h == NULL || h->%s == NULL) {\n"
       "    (void)sluice_server_call_finish(call, SLUICE_STATUS_UNIMPLEMENTED,\n"
       "                                    \"method not implemented\", NULL);\n"
       "    return;\n"
-      "  }\n"
-      "  h->%s(call, (const %s *)req, user_data);\n"
-      "}\n\n",
-      sm->lower, mm->lower, sm->c_name, mm->member, mm->member, mm->in_type);
-  printer_printf(p,
-                 "int %s__%s__reply(sluice_server_call *call, const %s *resp) "
-                 "{\n"
-                 "  return sluice_server_call_reply(call, resp ? &resp->base : "
-                 "NULL);\n"
-                 "}\n\n",
-                 sm->lower, mm->lower, mm->out_type);
+      "  }\n",
+      mm->member);
+  if (streams_requests(mm->kind))
+    printer_printf(p, "  h->%s(call, user_data);\n}\n\n", mm->member);
+  else
+    printer_printf(p, "  h->%s(call, (const %s *)req, user_data);\n}\n\n",
+                   mm->member, mm->in_type);
+
+  if (!streams_responses(mm->kind))
+    printer_printf(p,
+                   "int %s__%s__reply(sluice_server_call *call, const %s "
+                   "*resp) {\n"
+                   "  return sluice_server_call_reply(call, resp ? "
+                   "&resp->base : NULL);\n"
+                   "}\n\n",
+                   sm->lower, mm->lower, mm->out_type);
+  else
+    printer_printf(p,
+                   "int %s__%s__send_response(sluice_server_call *call,\n"
+                   "    const %s *msg) {\n"
+                   "  if (msg == NULL)\n"
+                   "    return SLUICE_ERR_INVALID_ARG;\n"
+                   "  return sluice_server_call_send(call, &msg->base);\n"
+                   "}\n\n",
+                   sm->lower, mm->lower, mm->out_type);
 }
 
 void gen_service_source(printer *p, const service_model *sm) {
@@ -221,24 +467,25 @@ void gen_service_source(printer *p, const service_model *sm) {
                    "0, NULL};\n\n",
                    sm->lower, sm->full_name);
 
-  for (size_t i = 0; i < sm->n_methods; i++)
-    if (sm->methods[i].kind == KIND_UNARY)
-      source_method(p, sm, &sm->methods[i], i);
+  for (size_t i = 0; i < sm->n_methods; i++) {
+    const method_model *mm = &sm->methods[i];
+    if (mm->kind == KIND_UNARY)
+      source_unary_client(p, sm, mm, i);
+    else
+      source_stream_client(p, sm, mm, i);
+    source_server(p, sm, mm);
+  }
 
   if (sm->n_methods > 0) {
-    /* Streaming methods get no dispatch yet: NULL answers UNIMPLEMENTED. */
+    /* One entry per method: a NULL handler member answers UNIMPLEMENTED
+     * inside the dispatch function. */
     printer_printf(p,
                    "static const sluice_unary_dispatch "
                    "%s__sluice_dispatch[%zu] = {\n",
                    sm->lower, sm->n_methods);
-    for (size_t i = 0; i < sm->n_methods; i++) {
-      const method_model *mm = &sm->methods[i];
-      if (mm->kind == KIND_UNARY)
-        printer_printf(p, "    %s__%s__sluice_dispatch,\n", sm->lower,
-                       mm->lower);
-      else
-        printer_printf(p, "    NULL, /* %s: streaming */\n", mm->name);
-    }
+    for (size_t i = 0; i < sm->n_methods; i++)
+      printer_printf(p, "    %s__%s__sluice_dispatch,\n", sm->lower,
+                     sm->methods[i].lower);
     printer_printf(p, "};\n\n");
   }
   printer_printf(

@@ -98,8 +98,6 @@ int service_model_build(service_model *sm, const char *package,
       return -1;
     }
     sm->n_methods = i + 1;
-    if (sm->methods[i].kind == KIND_UNARY)
-      sm->n_unary++;
   }
   return 0;
 nomem:

@@ -35,7 +35,6 @@ typedef struct service_model {
   char *lower;     /* "helloworld__greeter" */
   size_t n_methods;
   method_model *methods;
-  size_t n_unary;
 } service_model;
 
 /* Builds the model of service s of a file in package (NULL or "" for

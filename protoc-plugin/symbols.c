@@ -186,21 +186,32 @@ void symbols_add_sluice(symtab *t, const service_model *sm) {
   addf(t, origin, "%s_SluiceHandlers", sm->c_name);
   for (size_t i = 0; i < sm->n_methods; i++) {
     const method_model *mm = &sm->methods[i];
-    if (mm->kind != KIND_UNARY)
-      continue;
     char *morigin = str_printf("sluice's names for method %s of %s", mm->name,
                                sm->full_name);
     if (morigin == NULL) {
       t->failed = 1;
       continue;
     }
-    addf(t, morigin, "%s__%s_Cb", sm->c_name, mm->name);
+    int cs =
+        mm->kind == KIND_CLIENT_STREAMING || mm->kind == KIND_BIDI_STREAMING;
+    int ss =
+        mm->kind == KIND_SERVER_STREAMING || mm->kind == KIND_BIDI_STREAMING;
     addf(t, morigin, "%s__%s_Handler", sm->c_name, mm->name);
-    addf(t, morigin, "%s__%s__async", sm->lower, mm->lower);
-    addf(t, morigin, "%s__%s__blocking", sm->lower, mm->lower);
-    addf(t, morigin, "%s__%s__reply", sm->lower, mm->lower);
-    addf(t, morigin, "%s__%s__sluice_tramp", sm->lower, mm->lower);
     addf(t, morigin, "%s__%s__sluice_dispatch", sm->lower, mm->lower);
+    if (mm->kind == KIND_UNARY) {
+      addf(t, morigin, "%s__%s_Cb", sm->c_name, mm->name);
+      addf(t, morigin, "%s__%s__async", sm->lower, mm->lower);
+      addf(t, morigin, "%s__%s__blocking", sm->lower, mm->lower);
+      addf(t, morigin, "%s__%s__sluice_tramp", sm->lower, mm->lower);
+    } else {
+      addf(t, morigin, "%s__%s__start", sm->lower, mm->lower);
+    }
+    if (cs)
+      addf(t, morigin, "%s__%s__send", sm->lower, mm->lower);
+    if (ss)
+      addf(t, morigin, "%s__%s__send_response", sm->lower, mm->lower);
+    else
+      addf(t, morigin, "%s__%s__reply", sm->lower, mm->lower);
     free(morigin);
   }
   free(origin);

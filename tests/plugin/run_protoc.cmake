@@ -2,10 +2,12 @@
 # checks the outcome, for inputs that cannot go through sluice_generate():
 #   EXPECT=fail  protoc must fail and its message name the file and the
 #                given MATCH regex
-#   EXPECT=pass  protoc must succeed and the generated header match every
-#                regex in MATCH (a ;-list)
+#   EXPECT=pass  protoc must succeed, the generated header match every
+#                regex in MATCH and the generated source every regex in
+#                SOURCE_MATCH, and neither of them any regex in NOMATCH
+#                (all ;-lists)
 # Variables: PROTOC, PLUGIN, PROTO_DIR, PROTO (relative to PROTO_DIR),
-# IMPORT_DIRS (;-list), OUT, EXPECT, MATCH.
+# IMPORT_DIRS (;-list), OUT, EXPECT, MATCH, SOURCE_MATCH, NOMATCH.
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(flags)
@@ -38,10 +40,25 @@ else()
     message(FATAL_ERROR "protoc failed on ${PROTO}")
   endif()
   string(REGEX REPLACE "\\.proto$" ".sluice.h" header "${PROTO}")
+  string(REGEX REPLACE "\\.proto$" ".sluice.c" source "${PROTO}")
   file(READ ${OUT}/${header} text)
+  file(READ ${OUT}/${source} source_text)
   foreach(re IN LISTS MATCH)
     if(NOT text MATCHES "${re}")
       message(FATAL_ERROR "${header} does not match '${re}'")
+    endif()
+  endforeach()
+  foreach(re IN LISTS SOURCE_MATCH)
+    if(NOT source_text MATCHES "${re}")
+      message(FATAL_ERROR "${source} does not match '${re}'")
+    endif()
+  endforeach()
+  foreach(re IN LISTS NOMATCH)
+    if(text MATCHES "${re}")
+      message(FATAL_ERROR "${header} matches '${re}'")
+    endif()
+    if(source_text MATCHES "${re}")
+      message(FATAL_ERROR "${source} matches '${re}'")
     endif()
   endforeach()
 endif()

@@ -202,15 +202,83 @@ static void test_keywords(void **state) {
   req.if_ = 1;
   req.default_ = 2;
   assert_int_equal(req.if_ + req.default_, 3);
-  Kw__Keywords_SluiceHandlers h = {
-      .class_ = NULL, .new_ = NULL, .delete_ = NULL, .plain = NULL};
+  Kw__Keywords_SluiceHandlers h = {.class_ = NULL,
+                                   .new_ = NULL,
+                                   .delete_ = NULL,
+                                   .plain = NULL,
+                                   .operator_ = NULL};
   (void)h;
-  assert_int_equal(kw__keywords__sluice_service.n_methods, 4);
+  assert_int_equal(kw__keywords__sluice_service.n_methods, 5);
+  check_method(&kw__keywords__sluice_methods[4], "/kw.Keywords/Operator",
+               "Operator", &kw__req__descriptor, &kw__req__descriptor,
+               SLUICE_CALL_BIDI_STREAMING);
+  assert_non_null(kw__keywords__operator__send);
   check_method(&kw__keywords__sluice_methods[0], "/kw.Keywords/Class", "Class",
                &kw__req__descriptor, &kw__req__descriptor, SLUICE_CALL_UNARY);
   /* Function names are prefixed, so they need no escaping. */
   assert_non_null(kw__keywords__class__async);
   assert_non_null(kw__keywords__delete__reply);
+}
+
+/* The streaming contract, as types: each new function is assigned to a
+ * pointer of exactly the expected type, each handler typedef to the
+ * expected function-pointer type, so -Werror catches any drift. */
+static int (*const st_download_start)(
+    sluice_channel *, const Streaming__Summary *, const sluice_call_opts *,
+    const sluice_call_handlers *, void *,
+    sluice_call **) = streaming__streamer__download__start;
+static int (*const st_upload_start)(
+    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
+    void *, sluice_call **) = streaming__streamer__upload__start;
+static int (*const st_upload_send)(sluice_call *, const Streaming__Chunk *) =
+    streaming__streamer__upload__send;
+static int (*const st_chat_start)(
+    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
+    void *, sluice_call **) = streaming__streamer__chat__start;
+static int (*const st_chat_send)(sluice_call *, const Streaming__Chunk *) =
+    streaming__streamer__chat__send;
+static int (*const st_upload_reply)(sluice_server_call *,
+                                    const Streaming__Summary *) =
+    streaming__streamer__upload__reply;
+static int (*const st_download_send_response)(sluice_server_call *,
+                                              const Streaming__Chunk *) =
+    streaming__streamer__download__send_response;
+static int (*const st_chat_send_response)(sluice_server_call *,
+                                          const Streaming__Item *) =
+    streaming__streamer__chat__send_response;
+static int (*const st_unary_reply)(sluice_server_call *,
+                                   const Streaming__Item *) =
+    streaming__streamer__unary__reply;
+static int (*const os_feed_start)(
+    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
+    void *, sluice_call **) = streaming__only_streams__feed__start;
+static int (*const os_watch_start)(
+    sluice_channel *, const Streaming__Item *, const sluice_call_opts *,
+    const sluice_call_handlers *, void *,
+    sluice_call **) = streaming__only_streams__watch__start;
+
+static void st_unary(sluice_server_call *call, const Streaming__Item *req,
+                     void *user_data) {
+  (void)call;
+  (void)req;
+  (void)user_data;
+}
+
+static void st_upload(sluice_server_call *call, void *user_data) {
+  (void)call;
+  (void)user_data;
+}
+
+static void st_download(sluice_server_call *call, const Streaming__Summary *req,
+                        void *user_data) {
+  (void)call;
+  (void)req;
+  (void)user_data;
+}
+
+static void st_chat(sluice_server_call *call, void *user_data) {
+  (void)call;
+  (void)user_data;
 }
 
 static void test_streaming(void **state) {
@@ -221,18 +289,102 @@ static void test_streaming(void **state) {
                &streaming__item__descriptor, &streaming__item__descriptor,
                SLUICE_CALL_UNARY);
   check_method(&m[1], "/streaming.Streamer/Upload", "Upload",
-               &streaming__item__descriptor, &streaming__item__descriptor,
+               &streaming__chunk__descriptor, &streaming__summary__descriptor,
                SLUICE_CALL_CLIENT_STREAMING);
   check_method(&m[2], "/streaming.Streamer/Download", "Download",
-               &streaming__item__descriptor, &streaming__item__descriptor,
+               &streaming__summary__descriptor, &streaming__chunk__descriptor,
                SLUICE_CALL_SERVER_STREAMING);
   check_method(&m[3], "/streaming.Streamer/Chat", "Chat",
+               &streaming__chunk__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_BIDI_STREAMING);
+
+  /* Handler typedefs: request-streaming handlers get no req. */
+  Streaming__Streamer__Unary_Handler hu = st_unary;
+  Streaming__Streamer__Upload_Handler hup = st_upload;
+  Streaming__Streamer__Download_Handler hd = st_download;
+  Streaming__Streamer__Chat_Handler hc = st_chat;
+  /* A member for every method, streaming ones included, in .proto order. */
+  Streaming__Streamer_SluiceHandlers h = {
+      .unary = hu, .upload = hup, .download = hd, .chat = hc};
+  assert_int_equal(sizeof h, 4 * sizeof(void (*)(void)));
+  assert_ptr_equal(h.upload, st_upload);
+  assert_ptr_equal(h.chat, st_chat);
+  assert_true(offsetof(Streaming__Streamer_SluiceHandlers, unary) <
+              offsetof(Streaming__Streamer_SluiceHandlers, upload));
+  assert_true(offsetof(Streaming__Streamer_SluiceHandlers, download) <
+              offsetof(Streaming__Streamer_SluiceHandlers, chat));
+
+  assert_non_null(st_download_start);
+  assert_non_null(st_upload_start);
+  assert_non_null(st_upload_send);
+  assert_non_null(st_chat_start);
+  assert_non_null(st_chat_send);
+  assert_non_null(st_upload_reply);
+  assert_non_null(st_download_send_response);
+  assert_non_null(st_chat_send_response);
+  assert_non_null(st_unary_reply);
+}
+
+static void test_streaming_only_service(void **state) {
+  (void)state;
+  assert_int_equal(streaming__only_streams__sluice_service.n_methods, 2);
+  check_method(&streaming__only_streams__sluice_methods[0],
+               "/streaming.OnlyStreams/Feed", "Feed",
                &streaming__item__descriptor, &streaming__item__descriptor,
                SLUICE_CALL_BIDI_STREAMING);
-  /* Only the unary method has a handler member (a designated initializer
-   * for .upload would not compile). */
-  Streaming__Streamer_SluiceHandlers h = {.unary = NULL};
-  assert_int_equal(sizeof h, sizeof(Streaming__Streamer__Unary_Handler));
+  check_method(&streaming__only_streams__sluice_methods[1],
+               "/streaming.OnlyStreams/Watch", "Watch",
+               &streaming__item__descriptor, &streaming__item__descriptor,
+               SLUICE_CALL_SERVER_STREAMING);
+  /* No placeholder member any more: just the two handlers. */
+  Streaming__OnlyStreams_SluiceHandlers h = {.feed = NULL, .watch = NULL};
+  assert_int_equal(sizeof h, 2 * sizeof(void (*)(void)));
+  Streaming__OnlyStreams__Feed_Handler feed = NULL;
+  Streaming__OnlyStreams__Watch_Handler watch = NULL;
+  (void)feed;
+  (void)watch;
+  int (*send_response)(sluice_server_call *, const Streaming__Item *) =
+      streaming__only_streams__watch__send_response;
+  assert_non_null(send_response);
+  assert_non_null(os_feed_start);
+  assert_non_null(os_watch_start);
+  assert_non_null(streaming__only_streams__feed__send);
+  assert_non_null(streaming__only_streams__feed__send_response);
+}
+
+static void on_done_unused(sluice_call *call, const sluice_status *st,
+                           void *user_data) {
+  (void)call;
+  (void)st;
+  (void)user_data;
+}
+
+static void test_streaming_null_arguments(void **state) {
+  (void)state;
+  const sluice_call_handlers hs = {.on_done = on_done_unused};
+  sluice_call *call = NULL;
+  /* Caught by the generated code before the runtime is asked. */
+  assert_int_equal(st_download_start(NULL, NULL, NULL, &hs, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_null(call);
+  assert_int_equal(st_upload_send(NULL, NULL), SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_chat_send(NULL, NULL), SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_download_send_response(NULL, NULL),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_chat_send_response(NULL, NULL), SLUICE_ERR_INVALID_ARG);
+  /* Refused by the runtime: no channel. Nothing fires, no handle. */
+  Streaming__Summary sum = STREAMING__SUMMARY__INIT;
+  assert_int_equal(st_download_start(NULL, &sum, NULL, &hs, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_upload_start(NULL, NULL, &hs, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_chat_start(NULL, NULL, &hs, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  Streaming__Chunk chunk = STREAMING__CHUNK__INIT;
+  assert_int_equal(st_upload_send(NULL, &chunk), SLUICE_ERR_INVALID_ARG);
+  Streaming__Streamer_SluiceHandlers h = {0};
+  assert_int_equal(streaming__streamer__sluice_register(NULL, &h, NULL),
+                   SLUICE_ERR_INVALID_ARG);
 }
 
 static void test_option_defaults(void **state) {
@@ -260,6 +412,8 @@ int main(void) {
       cmocka_unit_test(test_imports),
       cmocka_unit_test(test_keywords),
       cmocka_unit_test(test_streaming),
+      cmocka_unit_test(test_streaming_only_service),
+      cmocka_unit_test(test_streaming_null_arguments),
       cmocka_unit_test(test_option_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
