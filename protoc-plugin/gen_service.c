@@ -112,11 +112,10 @@ static void header_stream_client(printer *p, const service_model *sm,
         p,
         "/* Starts a %s call (%s): sends req\n"
         " * (serialized before this returns; the caller keeps it) and "
-        "half-closes.\n"
-        " * A request that cannot be sent fails the call through on_done\n"
-        " * (RESOURCE_EXHAUSTED when too large, else CANCELLED). on_done may\n"
-        " * run on the loop thread while this is still sending: release the\n"
-        " * handle (also from on_done) only once this has returned.\n",
+        "half-closes,\n"
+        " * as sluice_call_start_msg(). A request over the maximum size "
+        "fails\n"
+        " * the call through on_done with RESOURCE_EXHAUSTED.\n",
         mm->path, kind_words(mm->kind));
     doc_start_common(p, mm);
     printer_printf(p,
@@ -348,28 +347,16 @@ static void source_unary_client(printer *p, const service_model *sm,
 static void source_stream_client(printer *p, const service_model *sm,
                                  const method_model *mm, size_t index) {
   if (!streams_requests(mm->kind)) {
-    /* Once started, the call ends through on_done whatever happens, so a
-     * request that cannot be sent cancels it rather than leaving it open
-     * (TOO_LARGE has already failed it). */
+    /* The runtime queues the request and half-closes before the call
+     * reaches the loop, so no callback can race with this function. */
     printer_printf(
         p,
         "int %s__%s__start(sluice_channel *ch, const %s *req,\n"
         "    const sluice_call_opts *opts,\n"
         "    const sluice_call_handlers *handlers, void *user_data,\n"
         "    sluice_call **out) {\n"
-        "  if (req == NULL)\n"
-        "    return SLUICE_ERR_INVALID_ARG;\n"
-        "  int rc = sluice_call_start(ch, &%s__sluice_methods[%zu], opts,\n"
-        "                             handlers, user_data, out);\n"
-        "  if (rc != 0)\n"
-        "    return rc;\n"
-        "  sluice_call *call = *out;\n"
-        "  rc = sluice_call_send(call, &req->base);\n"
-        "  if (rc == 0)\n"
-        "    rc = sluice_call_close_send(call);\n"
-        "  if (rc != 0 && rc != SLUICE_ERR_TOO_LARGE)\n"
-        "    (void)sluice_call_cancel(call, sluice_strerror(rc));\n"
-        "  return 0; /* on_done will fire */\n"
+        "  return sluice_call_start_msg(ch, &%s__sluice_methods[%zu],\n"
+        "      req ? &req->base : NULL, opts, handlers, user_data, out);\n"
         "}\n\n",
         sm->lower, mm->lower, mm->in_type, sm->lower, index);
     return;

@@ -71,22 +71,34 @@ typedef struct sluice_call_handlers {
   /* Exactly once, last. st is borrowed until the callback returns. For a
    * client-streaming or unary method, the single response message has been
    * delivered to on_message before an OK on_done. */
-  void (*on_done)(sluice_call *call, const sluice_status *st,
-                  void *user_data);
+  void (*on_done)(sluice_call *call, const sluice_status *st, void *user_data);
 } sluice_call_handlers;
 
 /* Starts a call of method on ch and stores the handle in *out (owned by the
  * caller: sluice_call_release() it exactly once). handlers is copied.
- * opts may be NULL. Nothing is sent before the first message (headers go
- * out with it or with close_send). on_done fires exactly once — with an
- * error status when the call cannot start (expired deadline, channel
- * closing ...), never synchronously from inside this function.
- * Returns 0 (on_done will fire), SLUICE_ERR_INVALID_ARG (NULL ch, method,
- * handlers, on_done or out) or SLUICE_ERR_NOMEM (then nothing fires). */
+ * opts may be NULL. The request headers go out as soon as the call has a
+ * stream; messages follow as they are sent. on_done fires exactly once — with
+ * an error status when the call cannot start (expired deadline, channel closing
+ * ...), never synchronously from inside this function. Returns 0 (on_done will
+ * fire), SLUICE_ERR_INVALID_ARG (NULL ch, method, handlers, on_done or out) or
+ * SLUICE_ERR_NOMEM (then nothing fires). */
 int sluice_call_start(sluice_channel *ch, const sluice_method_desc *method,
                       const sluice_call_opts *opts,
                       const sluice_call_handlers *handlers, void *user_data,
                       sluice_call **out);
+
+/* As sluice_call_start, for methods that take one request (unary and
+ * server-streaming): req is serialized, queued and the sending side closed
+ * before the call reaches the loop, so no callback can run before this
+ * returns. A request over max_request_size fails the call through on_done
+ * with RESOURCE_EXHAUSTED (this still returns 0). Returns 0,
+ * SLUICE_ERR_INVALID_ARG (also: req NULL or not of the request type) or
+ * SLUICE_ERR_NOMEM. */
+int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *method,
+                          const ProtobufCMessage *req,
+                          const sluice_call_opts *opts,
+                          const sluice_call_handlers *handlers, void *user_data,
+                          sluice_call **out);
 
 /* Flags of sluice_call_send_ex / sluice_server_call_send_ex. */
 #define SLUICE_SEND_NO_COMPRESS 1u /* send this message uncompressed */

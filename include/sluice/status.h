@@ -54,8 +54,8 @@ const char *sluice_status_name(sluice_status_code code);
   XX(STATE, -5, "object is in the wrong state for this operation")             \
   XX(ON_LOOP_THREAD, -6, "blocking call made on the loop thread")              \
   XX(SYSTEM, -7, "operating system call failed")                               \
-  XX(DUPLICATE, -8, "already registered")                                     \
-  XX(FULL, -9, "send queue full; wait for the send-ready callback")          \
+  XX(DUPLICATE, -8, "already registered")                                      \
+  XX(FULL, -9, "send queue full; wait for the send-ready callback")            \
   XX(TOO_LARGE, -10, "message larger than the allowed maximum")
 
 enum {

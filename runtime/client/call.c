@@ -491,6 +491,33 @@ int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
   return 0;
 }
 
+int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
+                          const ProtobufCMessage *req,
+                          const sluice_call_opts *opts,
+                          const sluice_call_handlers *h, void *user_data,
+                          sluice_call **out) {
+  if (!ch || !m || !h || !h->on_done || !out || !req || !m->path ||
+      !m->request || !m->response || req->descriptor != m->request)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__ccall *c = ccall_new(ch, m, opts);
+  if (!c)
+    return SLUICE_ERR_NOMEM;
+  c->h = *h;
+  c->user_data = user_data;
+  c->refs = 2; /* logical + the user's handle */
+  if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
+    sluice_metadata_del(c->send_md);
+    sluice__sendq_destroy(&c->sendq);
+    free(c);
+    return SLUICE_ERR_NOMEM;
+  }
+  int deferred;
+  sluice__sendq_close(&c->sendq, &deferred);
+  *out = c;
+  post_start(c);
+  return 0;
+}
+
 int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
                         unsigned flags) {
   if (!c || !msg || msg->descriptor != c->method->request)

@@ -21,6 +21,7 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->max_request_size = 4u * 1024 * 1024;
   o->max_response_size = UINT32_MAX;
   o->max_concurrent_streams = 1000;
+  o->send_buffer = SLUICE_DEFAULT_SEND_BUFFER;
   *out = o;
   return 0;
 }
@@ -55,6 +56,13 @@ int sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
   if (!o || !n)
     return SLUICE_ERR_INVALID_ARG;
   o->max_concurrent_streams = n;
+  return 0;
+}
+
+int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes) {
+  if (!o || !bytes)
+    return SLUICE_ERR_INVALID_ARG;
+  o->send_buffer = bytes;
   return 0;
 }
 

@@ -1,7 +1,9 @@
 /* The life of one server call: created with its stream, dispatched to the
- * handler when the request is complete, finished exactly once by the
- * handler (from any thread) or answered by the library (bad request,
- * deadline), and freed when both the stream and the handler let go. */
+ * handler (unary and server-streaming methods once the request is complete,
+ * client-streaming and bidi methods once the headers are), finished exactly
+ * once by the handler (from any thread) or answered by the library (bad
+ * request, deadline), and freed when the stream, the handler and the timer
+ * have all let go. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +11,27 @@
 
 #include "server/server_internal.h"
 #include "transport/headers.h"
+#include "transport/message.h"
+#include "wire/compress.h"
 #include "wire/percent.h"
 
 static void on_finish_task(sluice__task *t);
+static void on_kick_task(sluice__task *t);
+static void on_ready_task(sluice__task *t);
+static void on_resume_task(sluice__task *t);
+
+#define CALL_OF(field, t)                                                      \
+  ((sluice_server_call *)((char *)(t)-offsetof(sluice_server_call, field)))
+
+static int streams_requests(const sluice_server_call *call) {
+  sluice_call_kind k = call->route->method->kind;
+  return k == SLUICE_CALL_CLIENT_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+}
+
+static int streams_responses(const sluice_server_call *call) {
+  sluice_call_kind k = call->route->method->kind;
+  return k == SLUICE_CALL_SERVER_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+}
 
 sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   sluice_server_call *call = calloc(1, sizeof *call);
@@ -21,12 +41,21 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
     free(call);
     return NULL;
   }
+  if (sluice__sendq_init(&call->sendq, sc->sl->srv->opts.send_buffer) != 0) {
+    sluice_metadata_del(call->md);
+    free(call);
+    return NULL;
+  }
   call->sc = sc;
   call->sl = sc->sl;
   call->srv = sc->sl->srv;
   call->stream_id = stream_id;
   call->refs = 1; /* the stream's */
+  call->enc_ok = 1;
   call->finish_task.fn = on_finish_task;
+  call->kick_task.fn = on_kick_task;
+  call->ready_task.fn = on_ready_task;
+  call->resume_task.fn = on_resume_task;
   snprintf(call->peer, sizeof call->peer, "%s", sc->conn.peer);
   call->next = sc->calls;
   if (sc->calls)
@@ -37,13 +66,20 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
 }
 
 static void scall_free(sluice_server_call *call) {
+  sluice__loop *l = call->sl->loop;
+  if (!call->srv->stopped) {
+    sluice__loop_cancel(l, &call->kick_task);
+    sluice__loop_cancel(l, &call->ready_task);
+    sluice__loop_cancel(l, &call->resume_task);
+  }
   free(call->path);
   free(call->message);
-  free(call->resp);
+  free(call->fin_message);
+  sluice__sendq_destroy(&call->sendq);
   sluice_metadata_del(call->md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
-  sluice__deframer_reset(&call->deframer);
+  sluice__recv_reset(&call->recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
   free(call);
@@ -65,44 +101,83 @@ static void close_timer(sluice_server_call *call) {
 
 /* ---- responses */
 
+/* Trailers carrying call->code/message (and the trailing metadata). The
+ * header list borrows code (16 bytes) and *msg: keep both until submitted. */
+static int add_status(sluice__nvs *h, sluice_server_call *call, char *code,
+                      char **msg) {
+  snprintf(code, 16, "%d", (int)call->code);
+  sluice__nvs_add_str(h, "grpc-status", code);
+  if (call->code != SLUICE_STATUS_OK && call->message && *call->message) {
+    size_t ml = strlen(call->message);
+    *msg = malloc(ml * 3 + 1);
+    if (!*msg)
+      return -1;
+    size_t el = sluice__percent_encode(call->message, ml, *msg);
+    sluice__nvs_add(h, "grpc-message", 12, *msg, el);
+  }
+  sluice__nvs_add_md(h, call->trailing_md);
+  return sluice__nvs_failed(h) ? -1 : 0;
+}
+
 static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
                              size_t len, uint32_t *flags,
                              nghttp2_data_source *src, void *ud) {
   (void)ud;
   sluice_server_call *call = src->ptr;
-  size_t n =
-      sluice__copy_next(call->resp, call->resp_len, &call->resp_sent, buf, len);
-  if (call->resp_sent == call->resp_len) {
+  size_t n;
+  int ready;
+  sluice__sendq_state st =
+      sluice__sendq_read(&call->sendq, buf, len, &n, &ready);
+  if (ready)
+    sluice__loop_post(call->sl->loop, &call->ready_task);
+  if (st == SLUICE__SENDQ_DEFERRED)
+    return NGHTTP2_ERR_DEFERRED;
+  if (st == SLUICE__SENDQ_EOF) {
+    /* The queue closes when the final status is decided (finish or a
+     * library failure); the status goes in the trailers. */
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     sluice__nvs t;
     sluice__nvs_init(&t);
-    sluice__nvs_add(&t, "grpc-status", 11, "0", 1);
-    sluice__nvs_add_md(&t, call->trailing_md);
-    int rv =
-        sluice__nvs_failed(&t) ? -1 : nghttp2_submit_trailer(s, id, t.nv, t.n);
+    char *msg = NULL, code[16];
+    int rv = add_status(&t, call, code, &msg) != 0
+                 ? -1
+                 : nghttp2_submit_trailer(s, id, t.nv, t.n);
     sluice__nvs_free(&t);
+    free(msg);
     if (rv != 0)
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    call->final_sent = 1;
   }
   return (ssize_t)n;
 }
 
-/* Submits the response held in call (code, message, resp) on the stream. */
-static void submit(sluice_server_call *call, int http_status) {
+static int response_compressed(const sluice_server_call *call) {
+  return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
+             SLUICE_COMPRESS_GZIP &&
+         call->accept_gzip;
+}
+
+/* Submits the response HEADERS with a data provider on the send queue, or
+ * a Trailers-Only answer when the status is decided and nothing was sent. */
+static void submit_headers(sluice_server_call *call, int http_status) {
   sluice__sconn *sc = call->sc;
-  call->responded = 1;
-  __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
-  close_timer(call);
   sluice__nvs h;
   sluice__nvs_init(&h);
   char st[16], code[16];
   snprintf(st, sizeof st, "%d", http_status);
   sluice__nvs_add_str(&h, ":status", st);
   sluice__nvs_add(&h, "content-type", 12, "application/grpc", 16);
+  sluice__nvs_add_str(&h, "grpc-accept-encoding", SLUICE__ACCEPT_ENCODING);
+  if (response_compressed(call))
+    sluice__nvs_add_str(&h, "grpc-encoding", "gzip");
   sluice__nvs_add_md(&h, call->initial_md);
   int rv;
   char *msg = NULL;
-  if (call->code == SLUICE_STATUS_OK && call->resp) {
+  int trailers_only =
+      call->responded && sluice__sendq_queued(&call->sendq) == 0 &&
+      (call->code != SLUICE_STATUS_OK || call->sendq.n_pushed == 0);
+  __atomic_store_n(&call->headers_sent, 1, __ATOMIC_RELEASE);
+  if (!trailers_only) {
     nghttp2_data_provider dp;
     dp.source.ptr = call;
     dp.read_callback = read_response;
@@ -112,21 +187,11 @@ static void submit(sluice_server_call *call, int http_status) {
                                        h.n, &dp);
   } else {
     /* Trailers-Only: one HEADERS frame with END_STREAM. */
-    snprintf(code, sizeof code, "%d", (int)call->code);
-    sluice__nvs_add_str(&h, "grpc-status", code);
-    if (call->message && *call->message) {
-      size_t ml = strlen(call->message);
-      msg = malloc(ml * 3 + 1);
-      if (msg) {
-        size_t el = sluice__percent_encode(call->message, ml, msg);
-        sluice__nvs_add(&h, "grpc-message", 12, msg, el);
-      }
-    }
-    sluice__nvs_add_md(&h, call->trailing_md);
-    rv = sluice__nvs_failed(&h)
+    rv = add_status(&h, call, code, &msg) != 0
              ? -1
              : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
                                        h.n, NULL);
+    call->final_sent = rv == 0;
   }
   sluice__nvs_free(&h);
   free(msg);
@@ -136,17 +201,139 @@ static void submit(sluice_server_call *call, int http_status) {
   sluice__conn_want_write(&sc->conn);
 }
 
+/* Loop: pushes out what the handler queued (headers first). */
+static void push_out(sluice_server_call *call) {
+  if (!call->sc)
+    return;
+  if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
+    submit_headers(call, call->bad_content_type ? 415 : 200);
+    return;
+  }
+  nghttp2_session_resume_data(call->sc->conn.session, call->stream_id);
+  sluice__conn_want_write(&call->sc->conn);
+}
+
+/* Decides the final status on the loop: code/message (copied); queued
+ * messages still go out before it unless drop is set. */
+static void decide(sluice_server_call *call, sluice_status_code code,
+                   const char *message, int drop) {
+  call->responded = 1;
+  __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
+  close_timer(call);
+  call->code = code;
+  free(call->message);
+  call->message = strdup(message ? message : "");
+  int deferred;
+  if (drop)
+    sluice__sendq_abort(&call->sendq);
+  else
+    sluice__sendq_close(&call->sendq, &deferred);
+  push_out(call);
+}
+
 void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
                         const char *message) {
   if (call->responded || !call->sc)
     return;
-  int http = call->bad_content_type ? 415 : 200;
-  call->code = code;
-  free(call->message);
-  call->message = strdup(message ? message : "");
-  free(call->resp);
-  call->resp = NULL;
-  submit(call, http);
+  decide(call, code, message, 1);
+}
+
+/* ---- receiving */
+
+static void tell_done(sluice_server_call *call, int cancelled);
+
+static void give_back(sluice_server_call *call, size_t n) {
+  if (n && call->sc && call->sc->conn.session) {
+    nghttp2_session_consume(call->sc->conn.session, call->stream_id, n);
+    sluice__conn_want_write(&call->sc->conn);
+  }
+}
+
+static void maybe_tell_half_close(sluice_server_call *call) {
+  if (call->half_closed && !call->half_close_told && call->handlers_set &&
+      !sluice__recv_holding(&call->recv) && !call->responded &&
+      streams_requests(call)) {
+    call->half_close_told = 1;
+    if (call->h.on_half_close)
+      call->h.on_half_close(call, call->h_ud);
+  }
+}
+
+static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
+  sluice_server_call *call = ud;
+  if (call->responded)
+    return 1;
+  const sluice_method_desc *m = call->route->method;
+  if (!streams_requests(call) && call->n_msgs >= 1) {
+    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    call->fail_reason = "more than one request message for a method that "
+                        "takes one";
+    return 1;
+  }
+  if (compressed && call->enc_unknown) {
+    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
+    return 1;
+  }
+  ProtobufCMessage *msg;
+  sluice_status_code code =
+      sluice__msg_unpack(m->request, compressed, call->enc_ok, call->enc, data,
+                         len, call->recv.deframer.max_size, &msg,
+                         call->fail_buf, sizeof call->fail_buf);
+  if (code != SLUICE_STATUS_OK) {
+    call->fail_code = code;
+    call->fail_reason = call->fail_buf;
+    return 1;
+  }
+  call->n_msgs++;
+  call->msg_compressed = compressed;
+  if (!streams_requests(call)) {
+    call->req = msg;
+    return 0;
+  }
+  if (call->h.on_message)
+    call->h.on_message(call, msg, call->h_ud);
+  protobuf_c_message_free_unpacked(msg, NULL);
+  return call->responded ? 1 : 0;
+}
+
+static uint32_t max_request(const sluice_server_call *call) {
+  uint32_t m = call->route->method->max_request_size;
+  uint32_t s = call->srv->opts.max_request_size;
+  return m && m < s ? m : s;
+}
+
+static void fail_from_recv(sluice_server_call *call, sluice_status_code code,
+                           const char *reason) {
+  if (call->fail_code == SLUICE_STATUS_OK) {
+    call->fail_code = code;
+    call->fail_reason = reason;
+    if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
+        sluice__deframer_last_len(&call->recv.deframer)) {
+      snprintf(call->fail_buf, sizeof call->fail_buf,
+               "received message larger than max (%u vs. %u)",
+               sluice__deframer_last_len(&call->recv.deframer),
+               call->recv.deframer.max_size);
+      call->fail_reason = call->fail_buf;
+    }
+  }
+  sluice__scall_fail(call, call->fail_code, call->fail_reason);
+}
+
+void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
+                        size_t len) {
+  nghttp2_session *s = call->sc->conn.session;
+  if (call->responded || !call->route) {
+    nghttp2_session_consume(s, call->stream_id, len);
+    return;
+  }
+  const char *reason = "";
+  size_t consume = 0;
+  sluice_status_code code =
+      sluice__recv_feed(&call->recv, data, len, &consume, &reason);
+  give_back(call, consume);
+  if (code != SLUICE_STATUS_OK && !call->responded)
+    fail_from_recv(call, code, reason);
 }
 
 /* ---- deadline and dispatch */
@@ -155,31 +342,13 @@ static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
   if (call->responded || !call->sc)
     return;
-  /* The request is complete (the handler is running), so the stream can end
-   * with a status rather than a bare RST_STREAM; the handler's reply is
-   * dropped. */
+  /* The stream can end with a status rather than a bare RST_STREAM; the
+   * handler's reply is dropped. */
   sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
                      "deadline exceeded while the server handled the call");
 }
 
-void sluice__scall_request_done(sluice_server_call *call) {
-  if (call->responded || !call->route)
-    return;
-  if (call->fail_code != SLUICE_STATUS_OK) {
-    sluice__scall_fail(call, call->fail_code, call->fail_reason);
-    return;
-  }
-  if (sluice__deframer_partial(&call->deframer)) {
-    sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
-                       "request ended in the middle of a message");
-    return;
-  }
-  if (call->n_msgs != 1) {
-    sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
-                       "expected exactly one request message for a unary "
-                       "method, got none");
-    return;
-  }
+static void dispatch(sluice_server_call *call) {
   if (call->deadline_ns) {
     uint64_t now = sluice_now_ns();
     if (now >= call->deadline_ns) {
@@ -194,13 +363,56 @@ void sluice__scall_request_done(sluice_server_call *call) {
     uv_timer_start(&call->timer, on_deadline,
                    (call->deadline_ns - now + 999999) / 1000000, 0);
   }
+  call->dispatched = 1;
   call->handler_owes = 1;
   call->refs++; /* the handler's, released by finish */
   call->route->dispatch(call, call->req, call->route->handlers,
                         call->route->user_data);
 }
 
-void sluice__scall_stream_closed(sluice_server_call *call) {
+void sluice__scall_headers_done(sluice_server_call *call) {
+  /* Requests of streaming methods wait (held) until the handler registers
+   * its callbacks. */
+  sluice__recv_init(&call->recv, max_request(call), deliver, call,
+                    streams_requests(call));
+  if (streams_requests(call))
+    dispatch(call);
+}
+
+void sluice__scall_request_done(sluice_server_call *call) {
+  if (call->responded || !call->route)
+    return;
+  if (call->fail_code != SLUICE_STATUS_OK) {
+    sluice__scall_fail(call, call->fail_code, call->fail_reason);
+    return;
+  }
+  if (sluice__deframer_partial(&call->recv.deframer)) {
+    sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
+                       "request ended in the middle of a message");
+    return;
+  }
+  if (streams_requests(call)) {
+    call->half_closed = 1;
+    maybe_tell_half_close(call);
+    return;
+  }
+  if (call->n_msgs != 1) {
+    sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
+                       "expected exactly one request message, got none");
+    return;
+  }
+  dispatch(call);
+}
+
+static void tell_done(sluice_server_call *call, int cancelled) {
+  if (call->done_told || !call->handlers_set)
+    return;
+  call->done_told = 1;
+  if (call->h.on_done)
+    call->h.on_done(call, cancelled, call->h_ud);
+}
+
+void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   sluice__sconn *sc = call->sc;
   if (sc) {
     if (call->prev)
@@ -210,11 +422,73 @@ void sluice__scall_stream_closed(sluice_server_call *call) {
     if (call->next)
       call->next->prev = call->prev;
     call->prev = call->next = NULL;
+    size_t left = sluice__recv_take_unconsumed(&call->recv);
+    if (left && sc->conn.session)
+      nghttp2_session_consume_connection(sc->conn.session, left);
   }
   call->sc = NULL;
+  int cancelled = !(call->final_sent && h2_error == NGHTTP2_NO_ERROR);
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
+  call->responded = 1;
+  sluice__sendq_abort(&call->sendq); /* later sends: SLUICE_ERR_STATE */
   close_timer(call);
+  call->refs++; /* on_done may run the handler's finish */
+  tell_done(call, cancelled);
   sluice__scall_unref(call);
+  sluice__scall_unref(call); /* the stream's */
+}
+
+/* ---- tasks posted from any thread */
+
+static void on_kick_task(sluice__task *t) {
+  sluice_server_call *call = CALL_OF(kick_task, t);
+  __atomic_store_n(&call->kick_posted, 0, __ATOMIC_RELEASE);
+  if (!call->responded)
+    push_out(call);
+}
+
+static void kick(sluice_server_call *call) {
+  if (!__atomic_exchange_n(&call->kick_posted, 1, __ATOMIC_ACQ_REL))
+    sluice__loop_post(call->sl->loop, &call->kick_task);
+}
+
+static void on_ready_task(sluice__task *t) {
+  sluice_server_call *call = CALL_OF(ready_task, t);
+  if (!call->responded && call->handlers_set && call->h.on_send_ready)
+    call->h.on_send_ready(call, call->h_ud);
+}
+
+static void on_resume_task(sluice__task *t) {
+  sluice_server_call *call = CALL_OF(resume_task, t);
+  __atomic_store_n(&call->resume_posted, 0, __ATOMIC_RELEASE);
+  if (!call->handlers_set) {
+    /* handlers_set is published before the post, so this is a pause
+     * change before set_handlers; stay held. */
+    return;
+  }
+  if (!call->sc) { /* the stream ended before the handler registered */
+    tell_done(call, !call->final_sent);
+    return;
+  }
+  call->recv.paused = __atomic_load_n(&call->want_paused, __ATOMIC_ACQUIRE);
+  if (call->responded || call->recv.paused)
+    return;
+  size_t n = 0;
+  if (sluice__recv_drain(&call->recv, &n) != 0) {
+    give_back(call, n);
+    if (!call->responded)
+      fail_from_recv(call,
+                     call->fail_code ? call->fail_code : SLUICE_STATUS_INTERNAL,
+                     call->fail_reason ? call->fail_reason : "");
+    return;
+  }
+  give_back(call, n);
+  maybe_tell_half_close(call);
+}
+
+static void post_resume(sluice_server_call *call) {
+  if (!__atomic_exchange_n(&call->resume_posted, 1, __ATOMIC_ACQ_REL))
+    sluice__loop_post(call->sl->loop, &call->resume_task);
 }
 
 /* ---- finishing, from any thread */
@@ -223,46 +497,85 @@ static void on_finish_task(sluice__task *t) {
   sluice_server_call *call = (sluice_server_call *)t;
   call->handler_owes = 0;
   if (call->sc && !call->responded)
-    submit(call, 200);
+    decide(call, call->fin_code, call->fin_message, 0);
   sluice__scall_unref(call);
+}
+
+static uint32_t max_response(const sluice_server_call *call) {
+  uint32_t max = call->srv->opts.max_response_size;
+  uint32_t m = call->route->method->max_response_size;
+  return m && m < max ? m : max;
+}
+
+/* Serializes msg on the caller's thread and queues it. force skips the
+ * queue bound (the last message handed to finish). */
+static int queue_response(sluice_server_call *call, const ProtobufCMessage *msg,
+                          unsigned flags, int force, size_t *size) {
+  sluice_compression c =
+      response_compressed(call) && !(flags & SLUICE_SEND_NO_COMPRESS)
+          ? SLUICE_COMPRESS_GZIP
+          : SLUICE_COMPRESS_NONE;
+  uint8_t *buf;
+  size_t len;
+  int rv = sluice__msg_pack(msg, c, max_response(call), &buf, &len, size);
+  if (rv != 0)
+    return rv;
+  int deferred;
+  size_t saved = call->sendq.bound;
+  if (force) {
+    uv_mutex_lock(&call->sendq.mu);
+    call->sendq.bound = 0;
+    uv_mutex_unlock(&call->sendq.mu);
+  }
+  rv = sluice__sendq_push(&call->sendq, buf, len, &deferred);
+  if (force) {
+    uv_mutex_lock(&call->sendq.mu);
+    call->sendq.bound = saved;
+    uv_mutex_unlock(&call->sendq.mu);
+  }
+  if (rv != 0) {
+    free(buf);
+    return rv;
+  }
+  /* finish (force) pushes out from its own task. */
+  if (!force &&
+      (deferred || !__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)))
+    kick(call);
+  return 0;
 }
 
 int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
                               const char *message,
                               const ProtobufCMessage *resp) {
-  if (!call)
+  if (!call || !call->route)
     return SLUICE_ERR_INVALID_ARG;
   const sluice_method_desc *m = call->route->method;
-  if (code == SLUICE_STATUS_OK && (!resp || resp->descriptor != m->response))
+  if (resp && resp->descriptor != m->response)
     return SLUICE_ERR_INVALID_ARG;
+  if (code == SLUICE_STATUS_OK && !resp && !streams_responses(call))
+    return SLUICE_ERR_INVALID_ARG;
+  if (__atomic_exchange_n(&call->finished, 1, __ATOMIC_ACQ_REL))
+    return SLUICE_ERR_STATE;
   if ((unsigned)code > SLUICE_STATUS_UNAUTHENTICATED)
     code = SLUICE_STATUS_UNKNOWN;
-  call->code = code;
+  call->fin_code = code;
   char buf[160];
-  if (code == SLUICE_STATUS_OK &&
+  if (code == SLUICE_STATUS_OK && resp &&
       !__atomic_load_n(&call->cancelled, __ATOMIC_RELAXED)) {
-    /* Serialize on the caller's thread: keeps the work off the loop. */
-    size_t len = protobuf_c_message_get_packed_size(resp);
-    uint32_t max = call->srv->opts.max_response_size;
-    if (m->max_response_size && m->max_response_size < max)
-      max = m->max_response_size;
-    if (len > max) {
+    size_t size = 0;
+    int rv = queue_response(call, resp, 0, 1, &size);
+    if (rv == SLUICE_ERR_TOO_LARGE) {
       snprintf(buf, sizeof buf,
-               "response message larger than max (%zu vs. %" PRIu32 ")", len,
-               max);
-      call->code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
+               "response message larger than max (%zu vs. %" PRIu32 ")", size,
+               max_response(call));
+      call->fin_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
       message = buf;
-    } else if ((call->resp = malloc(len + 5)) != NULL) {
-      sluice__frame_header(call->resp, 0, (uint32_t)len);
-      protobuf_c_message_pack(resp, call->resp + 5);
-      call->resp_len = len + 5;
-    } else {
-      call->code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
+    } else if (rv == SLUICE_ERR_NOMEM) {
+      call->fin_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
       message = "out of memory for the response";
     }
   }
-  if (call->code != SLUICE_STATUS_OK)
-    call->message = strdup(message ? message : "");
+  call->fin_message = strdup(message ? message : "");
   sluice_server *srv = call->srv;
   uv_mutex_lock(&srv->mu);
   if (srv->stopped) {
@@ -279,6 +592,66 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
 int sluice_server_call_reply(sluice_server_call *call,
                              const ProtobufCMessage *resp) {
   return sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL, resp);
+}
+
+int sluice_server_call_send_ex(sluice_server_call *call,
+                               const ProtobufCMessage *msg, unsigned flags) {
+  if (!call || !msg || !call->route ||
+      msg->descriptor != call->route->method->response)
+    return SLUICE_ERR_INVALID_ARG;
+  if (!streams_responses(call) ||
+      __atomic_load_n(&call->finished, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&call->cancelled, __ATOMIC_RELAXED))
+    return SLUICE_ERR_STATE;
+  return queue_response(call, msg, flags, 0, NULL);
+}
+
+int sluice_server_call_send(sluice_server_call *call,
+                            const ProtobufCMessage *msg) {
+  return sluice_server_call_send_ex(call, msg, 0);
+}
+
+int sluice_server_call_set_handlers(sluice_server_call *call,
+                                    const sluice_server_call_handlers *h,
+                                    void *user_data) {
+  if (!call || !h)
+    return SLUICE_ERR_INVALID_ARG;
+  if (__atomic_load_n(&call->finished, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&call->handlers_set, __ATOMIC_ACQUIRE))
+    return SLUICE_ERR_STATE;
+  call->h = *h;
+  call->h_ud = user_data;
+  __atomic_store_n(&call->handlers_set, 1, __ATOMIC_RELEASE);
+  post_resume(call);
+  return 0;
+}
+
+int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused) {
+  if (!call)
+    return SLUICE_ERR_INVALID_ARG;
+  __atomic_store_n(&call->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
+  if (paused && sluice__loop_on_thread(call->sl->loop))
+    call->recv.paused = 1;
+  post_resume(call);
+  return 0;
+}
+
+int sluice_server_call_set_compression(sluice_server_call *call,
+                                       sluice_compression c) {
+  if (!call || (c != SLUICE_COMPRESS_NONE && c != SLUICE_COMPRESS_GZIP))
+    return SLUICE_ERR_INVALID_ARG;
+  if (__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE))
+    return SLUICE_ERR_STATE;
+  __atomic_store_n(&call->compression, (int)c, __ATOMIC_RELEASE);
+  return 0;
+}
+
+int sluice_server_call_message_compressed(const sluice_server_call *call) {
+  return call ? call->msg_compressed : 0;
+}
+
+size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
+  return call ? call->recv.buffered_max : 0;
 }
 
 static int add_md(sluice_metadata **md, const char *key, const void *value,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "wire/compress.h"
 #include "wire/metadata_internal.h"
 #include "wire/metadata_rules.h"
 #include "wire/timeout.h"
@@ -53,6 +54,12 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
           sluice_now_ns() + (ns > UINT64_MAX / 2 ? UINT64_MAX / 2 : ns);
     else
       call->bad_timeout = 1;
+  } else if (IS("grpc-encoding")) {
+    call->enc_ok = sluice__encoding_parse(v, vlen, &call->enc) == 0;
+    call->enc_unknown = !call->enc_ok;
+  } else if (IS("grpc-accept-encoding")) {
+    call->accept_gzip =
+        sluice__accept_encoding_has(v, vlen, SLUICE_COMPRESS_GZIP);
   } else if (IS("te")) {
     call->have_te = 1;
   } else if (n[0] != ':' || IS(":authority")) {
@@ -103,41 +110,10 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED, msg);
       return 0;
     }
-    sluice__deframer_init(&call->deframer,
-                          call->route->method->max_request_size &&
-                                  call->route->method->max_request_size <
-                                      call->srv->opts.max_request_size
-                              ? call->route->method->max_request_size
-                              : call->srv->opts.max_request_size);
+    sluice__scall_headers_done(call);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
     sluice__scall_request_done(call);
-  return 0;
-}
-
-static int on_request_message(void *ud, int compressed, const uint8_t *msg,
-                              size_t len) {
-  sluice_server_call *call = ud;
-  if (compressed) {
-    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
-    call->fail_reason = "compressed request but no grpc-encoding is supported";
-    return 1;
-  }
-  if (++call->n_msgs > 1) {
-    call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
-    call->fail_reason = "more than one request message for a unary method";
-    return 1;
-  }
-  call->req =
-      protobuf_c_message_unpack(call->route->method->request, NULL, len, msg);
-  if (!call->req) {
-    call->fail_code = SLUICE_STATUS_INTERNAL;
-    snprintf(call->fail_buf, sizeof call->fail_buf,
-             "failed to parse request message (%zu bytes) as %s", len,
-             call->route->method->request->name);
-    call->fail_reason = call->fail_buf;
-    return 1;
-  }
   return 0;
 }
 
@@ -146,48 +122,37 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
   (void)flags;
   (void)ud;
   sluice_server_call *call = call_of(s, id);
-  if (!call || call->responded || !call->route)
+  if (!call) {
+    nghttp2_session_consume(s, id, len);
     return 0;
-  const char *reason;
-  sluice_status_code code = sluice__deframer_feed(
-      &call->deframer, data, len, on_request_message, call, &reason);
-  if (code == SLUICE_STATUS_OK)
-    return 0;
-  if (call->fail_code == SLUICE_STATUS_OK) {
-    call->fail_code = code;
-    call->fail_reason = reason;
-    if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
-        sluice__deframer_last_len(&call->deframer)) {
-      snprintf(call->fail_buf, sizeof call->fail_buf,
-               "received message larger than max (%u vs. %u)",
-               sluice__deframer_last_len(&call->deframer),
-               call->deframer.max_size);
-      call->fail_reason = call->fail_buf;
-    }
   }
-  sluice__scall_fail(call, call->fail_code, call->fail_reason);
+  sluice__scall_data(call, data, len);
   return 0;
 }
 
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
                            void *ud) {
-  (void)err;
   sluice__sconn *sc = ud;
   sluice_server_call *call = call_of(s, id);
   if (!call)
     return 0;
   nghttp2_session_set_stream_user_data(s, id, NULL);
   sc->active_calls--;
-  sluice__scall_stream_closed(call);
+  sluice__scall_stream_closed(call, err);
   if (sc->draining && sc->active_calls == 0)
     sluice__conn_close_when_flushed(&sc->conn);
   return 0;
 }
 
 static nghttp2_session_callbacks *g_callbacks;
+static nghttp2_option *g_options;
 static uv_once_t g_once = UV_ONCE_INIT;
 
 static void init_callbacks(void) {
+  /* Window updates follow delivery (transport/recv.h). */
+  if (nghttp2_option_new(&g_options) != 0)
+    return;
+  nghttp2_option_set_no_auto_window_update(g_options, 1);
   nghttp2_session_callbacks *cbs;
   if (nghttp2_session_callbacks_new(&cbs) != 0)
     return;
@@ -208,7 +173,7 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   while (sc->calls) {
     sluice_server_call *call = sc->calls;
     sc->active_calls--;
-    sluice__scall_stream_closed(call); /* unlinks it */
+    sluice__scall_stream_closed(call, NGHTTP2_CANCEL); /* unlinks it */
   }
   if (conn->session)
     nghttp2_session_del(conn->session);
@@ -248,7 +213,7 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   uv_mutex_unlock(&sl->srv->mu);
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
-      nghttp2_session_server_new(&s, g_callbacks, sc) != 0) {
+      nghttp2_session_server_new2(&s, g_callbacks, sc, g_options) != 0) {
     /* on_closed frees sc; the descriptor is closed with the handle if it
      * was adopted, by the caller otherwise */
     sluice__conn_close(&sc->conn, "cannot set up connection");
@@ -258,7 +223,7 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
        sl->srv->opts.max_concurrent_streams},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SLUICE_STREAM_WINDOW},
   };
   nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
   nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, 16 << 20);

@@ -8,7 +8,8 @@
 #include "core/loop.h"
 #include "sluice/server.h"
 #include "transport/conn.h"
-#include "wire/framing.h"
+#include "transport/recv.h"
+#include "transport/sendq.h"
 
 typedef struct sluice__sloop sluice__sloop;
 typedef struct sluice__sconn sluice__sconn;
@@ -26,6 +27,7 @@ struct sluice_server_opts {
   uint32_t max_request_size;
   uint32_t max_response_size;
   uint32_t max_concurrent_streams;
+  uint32_t send_buffer;
 };
 
 typedef struct sluice__listener {
@@ -75,6 +77,10 @@ struct sluice__sconn {
 
 struct sluice_server_call {
   sluice__task finish_task;
+  sluice__task kick_task;   /* submit headers / resume data (any thread) */
+  sluice__task ready_task;  /* report on_send_ready */
+  sluice__task resume_task; /* handlers set or pause changed (any thread) */
+  int kick_posted, resume_posted;  /* atomic */
   sluice_server_call *prev, *next; /* in sc->calls while attached */
   sluice__sconn *sc;               /* NULL once the stream is gone */
   sluice_server *srv;
@@ -87,10 +93,18 @@ struct sluice_server_call {
   int have_te;
   uint64_t deadline_ns;
   int bad_timeout;
+  int enc_ok;             /* request grpc-encoding known (or absent) */
+  int enc_unknown;        /* a grpc-encoding we do not support */
+  sluice_compression enc; /* the request's grpc-encoding */
+  int accept_gzip;        /* the client's grpc-accept-encoding lists gzip */
+  int msg_compressed;     /* the last delivered request message was */
   sluice_metadata *md;
-  sluice__deframer deframer;
+  sluice__recv recv;
   ProtobufCMessage *req;
   int n_msgs;
+  int half_closed;     /* the client's END_STREAM arrived */
+  int half_close_told; /* on_half_close fired */
+  int dispatched;
   sluice_status_code fail_code;
   const char *fail_reason;
   char fail_buf[160];
@@ -99,13 +113,26 @@ struct sluice_server_call {
   int timer_open;
   int refs;         /* stream + handler + timer */
   int handler_owes; /* dispatched, finish not yet called */
-  int responded;    /* a response was submitted */
+  int responded;    /* the final status is decided: nothing more from the
+                       handler is sent */
+  int headers_sent; /* atomic: response HEADERS submitted */
+  int final_sent;   /* trailers (or Trailers-Only) submitted */
   int cancelled;    /* atomic: reply will be discarded */
-  /* response (filled by finish, possibly on another thread) */
+  int finished;     /* atomic: finish was called */
+  /* streaming */
+  sluice_server_call_handlers h;
+  void *h_ud;
+  int handlers_set; /* atomic */
+  int done_told;    /* on_done fired */
+  int want_paused;  /* atomic */
+  int compression;  /* atomic sluice_compression for responses */
+  sluice__sendq sendq;
+  /* the final status: code/message are loop-side; fin_* are written by
+   * finish (any thread) and read by the loop in finish_task */
   sluice_status_code code;
   char *message;
-  uint8_t *resp;
-  size_t resp_len, resp_sent;
+  sluice_status_code fin_code;
+  char *fin_message;
   sluice_metadata *initial_md, *trailing_md;
 };
 
@@ -116,13 +143,21 @@ void sluice__sconn_close(sluice__sconn *sc, const char *reason);
 
 /* server_call.c */
 sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id);
-/* The request is complete: validate, decode and run the handler. */
+/* The request headers are complete and routed: set up receiving; a
+ * client-streaming or bidi method is dispatched now. */
+void sluice__scall_headers_done(sluice_server_call *call);
+/* The request is complete (END_STREAM): a unary or server-streaming method
+ * is dispatched; a streaming one learns of the half-close. */
 void sluice__scall_request_done(sluice_server_call *call);
+/* Data for the call's stream (consumes the window as messages are
+ * delivered). */
+void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
+                        size_t len);
 /* Answers with an error (trailers-only) from the library itself. */
 void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
                         const char *message);
-/* The stream closed (or the connection died). */
-void sluice__scall_stream_closed(sluice_server_call *call);
+/* The stream closed (or the connection died; h2_error then CANCEL). */
+void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error);
 void sluice__scall_unref(sluice_server_call *call);
 const sluice__route *sluice__server_route(const sluice_server *srv,
                                           const char *path, size_t len);
