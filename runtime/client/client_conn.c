@@ -105,9 +105,26 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream_id,
   return 0;
 }
 
+/* The server ended the stream (trailers) while we may still be sending:
+ * the call is over, as in gRPC; stop sending and close our side with
+ * RST_STREAM(NO_ERROR) so that the stream closes and the status is
+ * reported now. */
+static void server_ended(nghttp2_session *s, sluice__cconn *cc,
+                         int32_t stream_id) {
+  sluice__ccall *c = call_of(s, stream_id);
+  if (!c || nghttp2_session_get_stream_local_close(s, stream_id) != 0)
+    return;
+  sluice__sendq_abort(&c->sendq);
+  nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_NO_ERROR);
+  sluice__conn_want_write(&cc->conn);
+}
+
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   sluice__cconn *cc = ud;
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    server_ended(s, cc, frame->hd.stream_id);
   switch (frame->hd.type) {
   case NGHTTP2_HEADERS: {
     sluice__ccall *c = call_of(s, frame->hd.stream_id);

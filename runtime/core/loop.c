@@ -57,8 +57,15 @@ static void run_list(sluice__loop *l, task_list *list) {
 
 static void on_prepare(uv_prepare_t *h) {
   sluice__loop *l = h->data;
-  run_list(l, &l->local);
-  run_list(l, &l->deferred);
+  /* A flush (deferred) may post tasks (a stream's send-ready report): run
+   * them before polling, or the loop could sleep with work queued. */
+  for (int round = 0; round < 8; round++) {
+    run_list(l, &l->local);
+    run_list(l, &l->deferred);
+    if (!l->local.head && !l->deferred.head)
+      return;
+  }
+  uv_async_send(&l->async);
 }
 
 static void on_async(uv_async_t *h) {

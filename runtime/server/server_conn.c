@@ -130,6 +130,21 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
   return 0;
 }
 
+/* After our trailers, a client that has not finished sending gets
+ * RST_STREAM(NO_ERROR), as gRPC servers do: the call is over. */
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
+                         void *ud) {
+  sluice__sconn *sc = ud;
+  if (frame->hd.type != NGHTTP2_HEADERS ||
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+      nghttp2_session_get_stream_remote_close(s, frame->hd.stream_id) != 0)
+    return 0;
+  nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                            NGHTTP2_NO_ERROR);
+  sluice__conn_want_write(&sc->conn);
+  return 0;
+}
+
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
                            void *ud) {
   sluice__sconn *sc = ud;
@@ -162,6 +177,7 @@ static void init_callbacks(void) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   g_callbacks = cbs;
 }
 
