@@ -131,6 +131,11 @@ def main():
             ("stopped (exit %s)" % src) if alive and src is not None
             else "killed (no exit 10 s after SIGTERM)" if alive
             else "had died during the run (exit %s)" % src), flush=True)
+        # A server that crashed, hung on SIGTERM or exited non-zero (e.g. a
+        # sanitizer report at exit) fails the pairing too.
+        if rc == 0 and not (alive and src == 0):
+            print("FAIL server did not stop cleanly", flush=True)
+            rc = 1
     return rc
 
 
