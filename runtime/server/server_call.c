@@ -105,7 +105,10 @@ static void close_timer(sluice_server_call *call) {
  * header list borrows code (16 bytes) and *msg: keep both until submitted. */
 static int add_status(sluice__nvs *h, sluice_server_call *call, char *code,
                       char **msg) {
-  snprintf(code, 16, "%d", (int)call->code);
+  if (call->code == SLUICE_STATUS_OK) /* the common case, without printf */
+    memcpy(code, "0", 2);
+  else
+    snprintf(code, 16, "%d", (int)call->code);
   sluice__nvs_add_str(h, "grpc-status", code);
   if (call->code != SLUICE_STATUS_OK && call->message && *call->message) {
     size_t ml = strlen(call->message);
@@ -164,7 +167,10 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   sluice__nvs h;
   sluice__nvs_init(&h);
   char st[16], code[16];
-  snprintf(st, sizeof st, "%d", http_status);
+  if (http_status == 200)
+    memcpy(st, "200", 4);
+  else
+    snprintf(st, sizeof st, "%d", http_status);
   sluice__nvs_add_str(&h, ":status", st);
   sluice__nvs_add(&h, "content-type", 12, "application/grpc", 16);
   sluice__nvs_add_str(&h, "grpc-accept-encoding", SLUICE__ACCEPT_ENCODING);
@@ -222,7 +228,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   close_timer(call);
   call->code = code;
   free(call->message);
-  call->message = strdup(message ? message : "");
+  call->message = message && *message ? strdup(message) : NULL;
   int deferred;
   if (drop)
     sluice__sendq_abort(&call->sendq);
@@ -575,7 +581,9 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
       message = "out of memory for the response";
     }
   }
-  call->fin_message = strdup(message ? message : "");
+  call->fin_message = code != SLUICE_STATUS_OK || call->fin_code != code
+                          ? strdup(message ? message : "")
+                          : NULL;
   sluice_server *srv = call->srv;
   uv_mutex_lock(&srv->mu);
   if (srv->stopped) {

@@ -14,21 +14,23 @@ int sluice__sendq_init(sluice__sendq *q, size_t bound) {
   q->bound = bound;
   q->n_pushed = 0;
   q->closed = q->want_ready = q->deferred = 0;
+  q->first_used = 0;
   return uv_mutex_init(&q->mu) == 0 ? 0 : SLUICE_ERR_SYSTEM;
 }
 
-static void free_list(sluice__sendbuf *b) {
+static void free_list(sluice__sendq *q, sluice__sendbuf *b) {
   while (b) {
     sluice__sendbuf *next = b->next;
     free(b->data);
-    free(b);
+    if (b != &q->first)
+      free(b);
     b = next;
   }
 }
 
 void sluice__sendq_destroy(sluice__sendq *q) {
-  free_list(q->head);
-  free_list(q->sent_head);
+  free_list(q, q->head);
+  free_list(q, q->sent_head);
   q->head = q->tail = q->sent_head = q->sent_tail = NULL;
   uv_mutex_destroy(&q->mu);
 }
@@ -36,7 +38,14 @@ void sluice__sendq_destroy(sluice__sendq *q) {
 int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
                        int *was_deferred) {
   *was_deferred = 0;
-  sluice__sendbuf *b = malloc(sizeof *b);
+  /* Only the first push may use the embedded node; pushes race only with
+   * the loop's reads, never with each other on a unary call, but take the
+   * node under the lock all the same. */
+  uv_mutex_lock(&q->mu);
+  int use_first = !q->first_used;
+  q->first_used = 1;
+  uv_mutex_unlock(&q->mu);
+  sluice__sendbuf *b = use_first ? &q->first : malloc(sizeof *b);
   if (!b)
     return SLUICE_ERR_NOMEM;
   b->next = NULL;
@@ -61,8 +70,10 @@ int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
     *was_deferred = q->deferred;
     q->deferred = 0;
   }
+  if (rv != 0 && b == &q->first)
+    q->first_used = 0;
   uv_mutex_unlock(&q->mu);
-  if (rv != 0)
+  if (rv != 0 && b != &q->first)
     free(b);
   return rv;
 }
@@ -85,8 +96,8 @@ void sluice__sendq_abort(sluice__sendq *q) {
   q->closed = 1;
   q->want_ready = 0;
   uv_mutex_unlock(&q->mu);
-  free_list(b);
-  free_list(s);
+  free_list(q, b);
+  free_list(q, s);
 }
 
 int sluice__sendq_rewind(sluice__sendq *q) {
@@ -166,7 +177,7 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
     }
   }
   uv_mutex_unlock(&q->mu);
-  free_list(done);
+  free_list(q, done);
   *n = got;
   return st;
 }

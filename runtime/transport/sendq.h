@@ -33,6 +33,9 @@ typedef struct sluice__sendq {
   int closed;     /* no more pushes (half-close, finish or failure) */
   int want_ready; /* a push was refused: report readiness */
   int deferred;   /* the data provider said DEFERRED: resume it */
+  /* The first message's node lives here: a unary call allocates none. */
+  sluice__sendbuf first;
+  int first_used;
 } sluice__sendq;
 
 /* bound 0 means unbounded (a unary call's single message). Returns 0 or
