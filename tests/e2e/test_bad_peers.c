@@ -126,9 +126,9 @@ static ssize_t body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
 
 /* Sends one POST with the given content-type and body (already framed) and
  * runs the session until the stream closes or the server goes away. */
-static void raw_request(raw_h2 *r, int port, const char *path,
-                        const char *content_type, const uint8_t *body,
-                        size_t len) {
+static void raw_request_enc(raw_h2 *r, int port, const char *path,
+                            const char *content_type, const char *encoding,
+                            const uint8_t *body, size_t len) {
   memset(r, 0, sizeof *r);
   r->grpc_status = -1;
   r->fd = connect_raw(port);
@@ -149,9 +149,11 @@ static void raw_request(raw_h2 *r, int port, const char *path,
                       NV(":path", path),
                       NV(":authority", "x"),
                       NV("content-type", content_type),
-                      NV("te", "trailers")};
+                      NV("te", "trailers"),
+                      NV("grpc-encoding", (encoding ? encoding : ""))};
   nghttp2_data_provider dp = {.source.ptr = r, .read_callback = body_cb};
-  assert_true(nghttp2_submit_request(r->s, NULL, nva, 6, &dp, NULL) > 0);
+  assert_true(nghttp2_submit_request(r->s, NULL, nva, encoding ? 7 : 6, &dp,
+                                     NULL) > 0);
   uint64_t end = e2e_now_ms() + E2E_HANG_MS;
   while (!r->closed && e2e_now_ms() < end) {
     if (nghttp2_session_send(r->s) != 0)
@@ -165,6 +167,12 @@ static void raw_request(raw_h2 *r, int port, const char *path,
   }
   nghttp2_session_del(r->s);
   close(r->fd);
+}
+
+static void raw_request(raw_h2 *r, int port, const char *path,
+                        const char *content_type, const uint8_t *body,
+                        size_t len) {
+  raw_request_enc(r, port, path, content_type, NULL, body, len);
 }
 
 /* ---- tests */
@@ -227,6 +235,23 @@ static void test_false_compressed_flag(void **state) {
   assert_int_equal(s->calls, 0);
 }
 
+/* A compressed message in an encoding we do not speak: UNIMPLEMENTED, as
+ * gRPC answers; gzip that is not gzip: INTERNAL. */
+static void test_unknown_or_corrupt_encoding(void **state) {
+  e2e_server *s = *state;
+  raw_h2 r;
+  const uint8_t body[] = {1, 0, 0, 0, 3, 'a', 'b', 'c'};
+  raw_request_enc(&r, s->port, "/e2e.Echo/Echo", "application/grpc",
+                  "snappy", body, sizeof body);
+  assert_int_equal(r.http_status, 200);
+  assert_int_equal(r.grpc_status, SLUICE_STATUS_UNIMPLEMENTED);
+  raw_request_enc(&r, s->port, "/e2e.Echo/Echo", "application/grpc", "gzip",
+                  body, sizeof body);
+  assert_int_equal(r.grpc_status, SLUICE_STATUS_INTERNAL);
+  assert_int_equal(s->calls, 0);
+  assert_server_healthy(s);
+}
+
 static void test_truncated_message(void **state) {
   e2e_server *s = *state;
   raw_h2 r;
@@ -276,6 +301,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_broken_frame, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_content_type, setup, teardown),
       cmocka_unit_test_setup_teardown(test_undecodable_message, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_or_corrupt_encoding, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_false_compressed_flag, setup,
                                       teardown),

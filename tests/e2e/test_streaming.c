@@ -21,6 +21,7 @@ typedef struct srv_stats {
   pthread_cond_t cv;
   int done, cancelled; /* on_done count, of which cancelled */
   size_t upload_buffered_max;
+  int api_errors; /* server API calls that did not return what they should */
   sluice_server_call *upload_call; /* a paused upload, resumed by the test */
 } srv_stats;
 
@@ -180,6 +181,17 @@ static void on_upload(sluice_server_call *call, void *ud) {
     pthread_mutex_unlock(&g_srv.mu);
   }
   assert_int_equal(sluice_server_call_set_handlers(call, &h, u), 0);
+  /* A client-streaming method has one response: streaming sends and an OK
+   * finish without it are refused. */
+  Streamt__Chunk c = STREAMT__CHUNK__INIT;
+  int bad = sluice_server_call_send(call, &c.base) != SLUICE_ERR_INVALID_ARG;
+  Streamt__Sum sum = STREAMT__SUM__INIT;
+  bad += sluice_server_call_send(call, &sum.base) != SLUICE_ERR_STATE;
+  bad += sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL, NULL) !=
+         SLUICE_ERR_INVALID_ARG;
+  pthread_mutex_lock(&g_srv.mu);
+  g_srv.api_errors += bad;
+  pthread_mutex_unlock(&g_srv.mu);
 }
 
 /* Download: count chunks of size bytes, as fast as flow control allows. */
@@ -241,6 +253,17 @@ static void on_download(sluice_server_call *call,
     sluice_server_call_set_compression(call, SLUICE_COMPRESS_GZIP);
   sluice_server_call_handlers h = {NULL, NULL, download_ready, download_done};
   assert_int_equal(sluice_server_call_set_handlers(call, &h, d), 0);
+  /* Misuse is refused with a status, not a crash. */
+  Streamt__Sum wrong = STREAMT__SUM__INIT;
+  int bad = sluice_server_call_set_handlers(call, &h, d) != SLUICE_ERR_STATE;
+  bad += sluice_server_call_send(call, &wrong.base) != SLUICE_ERR_INVALID_ARG;
+  bad += sluice_server_call_send(call, NULL) != SLUICE_ERR_INVALID_ARG;
+  bad += sluice_server_call_set_handlers(NULL, &h, d) != SLUICE_ERR_INVALID_ARG;
+  bad += sluice_server_call_set_compression(call, (sluice_compression)7) !=
+         SLUICE_ERR_INVALID_ARG;
+  pthread_mutex_lock(&g_srv.mu);
+  g_srv.api_errors += bad;
+  pthread_mutex_unlock(&g_srv.mu);
   download_pump(d);
 }
 
@@ -399,6 +422,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   fixture *f = *state;
+  assert_int_equal(g_srv.api_errors, 0);
   sluice_channel_del(f->ch);
   sluice_server_del(f->srv);
   free(f);
