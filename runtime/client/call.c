@@ -526,7 +526,7 @@ int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
     return SLUICE_ERR_STATE;
   if ((c->method->kind == SLUICE_CALL_UNARY ||
        c->method->kind == SLUICE_CALL_SERVER_STREAMING) &&
-      c->sendq.n_pushed > 0)
+      sluice__sendq_pushed(&c->sendq) > 0)
     return SLUICE_ERR_STATE;
   return queue_message(c, msg, flags, 1);
 }
@@ -569,7 +569,7 @@ size_t sluice_call_send_queued(const sluice_call *c) {
 }
 
 size_t sluice_call_recv_buffered_max(const sluice_call *c) {
-  return c ? c->recv.buffered_max : 0;
+  return c ? __atomic_load_n(&c->recv.buffered_max, __ATOMIC_RELAXED) : 0;
 }
 
 int sluice_call_last_message_compressed(const sluice_call *c) {
@@ -600,8 +600,11 @@ ssize_t sluice__ccall_read(sluice__ccall *c, uint8_t *buf, size_t len,
 int sluice__ccall_deliver(void *ud, int compressed, const uint8_t *data,
                           size_t len) {
   sluice__ccall *c = ud;
-  if (c->state == SLUICE__CALL_DONE || c->fail_posted)
+  if (c->state == SLUICE__CALL_DONE)
     return 1;
+  /* Cancelled (the task completing it is on its way): drop the message. */
+  if (__atomic_load_n(&c->fail_posted, __ATOMIC_ACQUIRE))
+    return 0;
   if (single_response(c) && c->n_msgs >= 1) {
     c->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     c->fail_reason = "server sent more than one response message";

@@ -65,9 +65,10 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   return call;
 }
 
-static void scall_free(sluice_server_call *call) {
+/* on_loop 0: the loops are gone (finish after shutdown), nothing queued. */
+static void scall_free(sluice_server_call *call, int on_loop) {
   sluice__loop *l = call->sl->loop;
-  if (!call->srv->stopped) {
+  if (on_loop) {
     sluice__loop_cancel(l, &call->kick_task);
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
@@ -87,7 +88,7 @@ static void scall_free(sluice_server_call *call) {
 
 void sluice__scall_unref(sluice_server_call *call) {
   if (--call->refs == 0)
-    scall_free(call);
+    scall_free(call, 1);
 }
 
 static void on_timer_closed(uv_handle_t *h) { sluice__scall_unref(h->data); }
@@ -179,9 +180,10 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   sluice__nvs_add_md(&h, call->initial_md);
   int rv;
   char *msg = NULL;
-  int trailers_only =
-      call->responded && sluice__sendq_queued(&call->sendq) == 0 &&
-      (call->code != SLUICE_STATUS_OK || call->sendq.n_pushed == 0);
+  int trailers_only = call->responded &&
+                      sluice__sendq_queued(&call->sendq) == 0 &&
+                      (call->code != SLUICE_STATUS_OK ||
+                       sluice__sendq_pushed(&call->sendq) == 0);
   __atomic_store_n(&call->headers_sent, 1, __ATOMIC_RELEASE);
   if (!trailers_only) {
     nghttp2_data_provider dp;
@@ -589,7 +591,7 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   if (srv->stopped) {
     /* The loops are gone and the stream with them: nothing to send. */
     uv_mutex_unlock(&srv->mu);
-    scall_free(call);
+    scall_free(call, 0);
     return 0;
   }
   sluice__loop_post(call->sl->loop, &call->finish_task);
@@ -659,7 +661,7 @@ int sluice_server_call_message_compressed(const sluice_server_call *call) {
 }
 
 size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
-  return call ? call->recv.buffered_max : 0;
+  return call ? __atomic_load_n(&call->recv.buffered_max, __ATOMIC_RELAXED) : 0;
 }
 
 static int add_md(sluice_metadata **md, const char *key, const void *value,

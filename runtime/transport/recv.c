@@ -55,8 +55,9 @@ static int on_frame(void *ud, int compressed, const uint8_t *msg, size_t len) {
 
 static void note_buffered(sluice__recv *r) {
   size_t now = r->unconsumed + r->deframer.filled;
+  /* Read from any thread (sluice_call_recv_buffered_max): atomic. */
   if (now > r->buffered_max)
-    r->buffered_max = now;
+    __atomic_store_n(&r->buffered_max, now, __ATOMIC_RELAXED);
 }
 
 static void settle(sluice__recv *r, size_t *consume) {

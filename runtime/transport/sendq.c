@@ -195,3 +195,10 @@ int sluice__sendq_is_closed(sluice__sendq *q) {
   uv_mutex_unlock(&q->mu);
   return c;
 }
+
+uint64_t sluice__sendq_pushed(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  uint64_t n = q->n_pushed;
+  uv_mutex_unlock(&q->mu);
+  return n;
+}

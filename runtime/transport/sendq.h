@@ -82,6 +82,9 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
 /* Bytes queued now (thread-safe). */
 size_t sluice__sendq_queued(sluice__sendq *q);
 
+/* Messages pushed so far (thread-safe). */
+uint64_t sluice__sendq_pushed(sluice__sendq *q);
+
 /* Non-zero once closed (thread-safe). */
 int sluice__sendq_is_closed(sluice__sendq *q);
 
