@@ -9,5 +9,6 @@
 #include "sluice/method.h"
 #include "sluice/server.h"
 #include "sluice/status.h"
+#include "sluice/tls.h"
 
 #endif

@@ -56,7 +56,8 @@ const char *sluice_status_name(sluice_status_code code);
   XX(SYSTEM, -7, "operating system call failed")                               \
   XX(DUPLICATE, -8, "already registered")                                      \
   XX(FULL, -9, "send queue full; wait for the send-ready callback")            \
-  XX(TOO_LARGE, -10, "message larger than the allowed maximum")
+  XX(TOO_LARGE, -10, "message larger than the allowed maximum")                \
+  XX(TLS, -11, "TLS credentials cannot be loaded (see the options' last error)")
 
 enum {
   SLUICE_OK = 0,
