@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "transport/tls.h"
 
 int sluice_channel_opts_new(sluice_channel_opts **out) {
   if (!out)
@@ -26,8 +27,42 @@ int sluice_channel_opts_new(sluice_channel_opts **out) {
 void sluice_channel_opts_del(sluice_channel_opts *o) {
   if (o) {
     free(o->authority);
+    sluice__tls_ctx_unref(o->tls);
+    free(o->tls_name);
     free(o);
   }
+}
+
+void sluice_tls_client_config_init(sluice_tls_client_config *c) {
+  if (c)
+    memset(c, 0, sizeof *c);
+}
+
+int sluice_channel_opts_set_tls(sluice_channel_opts *o,
+                                const sluice_tls_client_config *cfg) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  sluice__tls_ctx *ctx = NULL;
+  int rv =
+      sluice__tls_ctx_client(&ctx, cfg, o->last_error, sizeof o->last_error);
+  if (rv != 0)
+    return rv;
+  char *name = NULL;
+  if (cfg->server_name_override && *cfg->server_name_override &&
+      !(name = strdup(cfg->server_name_override))) {
+    sluice__tls_ctx_unref(ctx);
+    return SLUICE_ERR_NOMEM;
+  }
+  sluice__tls_ctx_unref(o->tls);
+  free(o->tls_name);
+  o->tls = ctx;
+  o->tls_name = name;
+  return 0;
+}
+
+const char *sluice_channel_opts_last_error(const sluice_channel_opts *o) {
+  return o ? o->last_error : "";
 }
 
 int sluice_channel_opts_set_loop(sluice_channel_opts *o, uv_loop_t *loop) {
@@ -300,9 +335,18 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   }
   ch->opts = *opts;
   ch->opts.authority = NULL;
+  ch->opts.tls_name = NULL;
+  if (opts->tls_name && !(ch->opts.tls_name = strdup(opts->tls_name))) {
+    sluice_channel_opts_del(defaults);
+    free(ch);
+    return SLUICE_ERR_NOMEM;
+  }
+  sluice__tls_ctx_ref(ch->opts.tls); /* dropped when the channel is freed */
   const char *reason;
   if (sluice__target_parse(target, &ch->target, &reason) != 0) {
     sluice_channel_opts_del(defaults);
+    sluice__tls_ctx_unref(ch->opts.tls);
+    free(ch->opts.tls_name);
     free(ch);
     return SLUICE_ERR_BAD_TARGET;
   }
@@ -318,6 +362,8 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   if (rv != 0) {
     free(ch->authority);
     sluice__target_free(&ch->target);
+    sluice__tls_ctx_unref(ch->opts.tls);
+    free(ch->opts.tls_name);
     free(ch);
     return rv;
   }
@@ -328,6 +374,8 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   return 0;
 nomem:
   sluice__target_free(&ch->target);
+  sluice__tls_ctx_unref(ch->opts.tls);
+  free(ch->opts.tls_name);
   free(ch);
   return SLUICE_ERR_NOMEM;
 }
@@ -342,6 +390,8 @@ void sluice__channel_maybe_free(sluice_channel *ch) {
   free(ch->dests);
   free(ch->authority);
   sluice__target_free(&ch->target);
+  sluice__tls_ctx_unref(ch->opts.tls);
+  free(ch->opts.tls_name);
   free(ch);
 }
 

@@ -110,7 +110,7 @@ struct sluice__dest {
   uv_timer_t backoff_timer;
   int timer_open;
   uint64_t backoff_ms; /* next back-off delay */
-  char last_error[160];
+  char last_error[256];
   int removed; /* dropped by re-resolution; freed when it has no conns */
   int n_conns; /* live connections (active + draining) */
   uint64_t in_flight;
@@ -135,6 +135,9 @@ struct sluice_channel_opts {
   uint32_t resolve_interval_ms;
   uint32_t backoff_initial_ms, backoff_max_ms;
   uint32_t connect_timeout_ms;
+  struct ssl_ctx_st *tls; /* NULL: plaintext; a reference */
+  char *tls_name;         /* server_name_override, or NULL */
+  char last_error[256];
 };
 
 struct sluice_channel {

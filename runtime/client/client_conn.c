@@ -6,6 +6,7 @@
 
 #include "client/client.h"
 #include "transport/headers.h"
+#include "transport/tls.h"
 #include "wire/compress.h"
 #include "wire/metadata_internal.h"
 #include "wire/metadata_rules.h"
@@ -220,7 +221,10 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__ccall *c) {
   sluice__nvs h;
   sluice__nvs_init(&h);
   sluice__nvs_add(&h, ":method", 7, "POST", 4);
-  sluice__nvs_add(&h, ":scheme", 7, "http", 4);
+  if (ch->opts.tls)
+    sluice__nvs_add(&h, ":scheme", 7, "https", 5);
+  else
+    sluice__nvs_add(&h, ":scheme", 7, "http", 4);
   sluice__nvs_add_str(&h, ":path", c->method->path);
   sluice__nvs_add_str(&h, ":authority", ch->authority);
   char tmo[SLUICE__TIMEOUT_MAX];
@@ -272,7 +276,9 @@ void sluice__cconn_cancel_stream(sluice__cconn *cc, sluice__ccall *c,
 
 static void on_connected(sluice__conn *conn, int status);
 static void on_closed(sluice__conn *conn, const char *reason);
-static const sluice__conn_hooks hooks = {on_closed, on_connected};
+static void on_established(sluice__conn *conn);
+static const sluice__conn_hooks hooks = {on_closed, on_connected,
+                                         on_established};
 
 static nghttp2_session_callbacks *g_callbacks;
 static nghttp2_option *g_options;
@@ -319,6 +325,22 @@ int sluice__cconn_new(sluice__cconn **out, sluice__dest *d) {
   return 0;
 }
 
+/* The name the server's certificate must carry (and the SNI): the override,
+ * else the target's host name, else the destination's IP address. */
+static const char *tls_name(const sluice__dest *d, char *buf, size_t len) {
+  const sluice_channel *ch = d->ch;
+  if (ch->opts.tls_name)
+    return ch->opts.tls_name;
+  if (ch->target.kind == SLUICE__TARGET_DNS && ch->target.host)
+    return ch->target.host;
+  buf[0] = 0;
+  if (d->addr.ss.ss_family == AF_INET)
+    uv_ip4_name((const struct sockaddr_in *)&d->addr.ss, buf, len);
+  else if (d->addr.ss.ss_family == AF_INET6)
+    uv_ip6_name((const struct sockaddr_in6 *)&d->addr.ss, buf, len);
+  return buf;
+}
+
 static void on_connected(sluice__conn *conn, int status) {
   sluice__cconn *cc = (sluice__cconn *)conn;
   if (status != 0) {
@@ -338,9 +360,28 @@ static void on_connected(sluice__conn *conn, int status) {
   nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
   nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW);
   conn->session = s;
+  sluice_channel *ch = cc->dest->ch;
+  if (ch->opts.tls) {
+    char name[INET6_ADDRSTRLEN + 1];
+    sluice__tls *t =
+        sluice__tls_new(ch->opts.tls, 1, tls_name(cc->dest, name, sizeof name));
+    if (!t) {
+      sluice__conn_close(conn, "out of memory");
+      return;
+    }
+    sluice__conn_set_tls(conn, t);
+    sluice__conn_start(conn); /* ready once the handshake completes */
+    return;
+  }
   cc->ready = 1;
   if (sluice__conn_start(conn) != 0)
     return;
+  sluice__dest_conn_ready(cc->dest, cc);
+}
+
+static void on_established(sluice__conn *conn) {
+  sluice__cconn *cc = (sluice__cconn *)conn;
+  cc->ready = 1;
   sluice__dest_conn_ready(cc->dest, cc);
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "server/server_internal.h"
+#include "transport/tls.h"
 
 int sluice_server_opts_new(sluice_server_opts **out) {
   if (!out)
@@ -26,7 +27,36 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   return 0;
 }
 
-void sluice_server_opts_del(sluice_server_opts *o) { free(o); }
+void sluice_server_opts_del(sluice_server_opts *o) {
+  if (o) {
+    sluice__tls_ctx_unref(o->tls);
+    free(o);
+  }
+}
+
+void sluice_tls_server_config_init(sluice_tls_server_config *c) {
+  if (c)
+    memset(c, 0, sizeof *c);
+}
+
+int sluice_server_opts_set_tls(sluice_server_opts *o,
+                               const sluice_tls_server_config *cfg) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  sluice__tls_ctx *ctx = NULL;
+  int rv =
+      sluice__tls_ctx_server(&ctx, cfg, o->last_error, sizeof o->last_error);
+  if (rv != 0)
+    return rv;
+  sluice__tls_ctx_unref(o->tls);
+  o->tls = ctx;
+  return 0;
+}
+
+const char *sluice_server_opts_last_error(const sluice_server_opts *o) {
+  return o ? o->last_error : "";
+}
 
 int sluice_server_opts_set_threads(sluice_server_opts *o, unsigned n) {
   if (!o || n > 1024)
@@ -81,6 +111,7 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
     opts = defaults;
   }
   s->opts = *opts;
+  sluice__tls_ctx_ref(s->opts.tls); /* dropped in sluice_server_del */
   sluice_server_opts_del(defaults);
   uv_mutex_init(&s->mu);
   uv_cond_init(&s->cv);
@@ -421,6 +452,7 @@ void sluice_server_del(sluice_server *srv) {
   free(srv->handler_copies);
   free(srv->routes);
   free(srv->loops);
+  sluice__tls_ctx_unref(srv->opts.tls);
   uv_mutex_destroy(&srv->mu);
   uv_cond_destroy(&srv->cv);
   free(srv);

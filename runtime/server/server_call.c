@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "sluice/tls.h"
 #include "transport/headers.h"
 #include "transport/message.h"
 #include "wire/compress.h"
@@ -57,6 +58,8 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
   snprintf(call->peer, sizeof call->peer, "%s", sc->conn.peer);
+  if (sc->peer_identity)
+    call->peer_identity = strdup(sc->peer_identity);
   call->next = sc->calls;
   if (sc->calls)
     sc->calls->prev = call;
@@ -74,6 +77,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     sluice__loop_cancel(l, &call->resume_task);
   }
   free(call->path);
+  free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
   sluice__sendq_destroy(&call->sendq);
@@ -694,6 +698,10 @@ sluice_server_call_metadata(const sluice_server_call *call) {
 
 uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
   return call ? call->deadline_ns : 0;
+}
+
+const char *sluice_server_call_peer_identity(const sluice_server_call *call) {
+  return call ? call->peer_identity : NULL;
 }
 
 const char *sluice_server_call_peer(const sluice_server_call *call) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "transport/tls.h"
 #include "wire/compress.h"
 #include "wire/metadata_internal.h"
 #include "wire/metadata_rules.h"
@@ -201,11 +202,18 @@ static void on_closed(sluice__conn *conn, const char *reason) {
     sc->next->prev = sc->prev;
   sl->n_conns--;
   sluice_server *srv = sl->srv;
+  free(sc->peer_identity);
   free(sc);
   sluice__server_conn_gone(srv);
 }
 
-static const sluice__conn_hooks hooks = {on_closed, NULL};
+/* TLS established: remember who the client proved to be (mutual TLS). */
+static void on_established(sluice__conn *conn) {
+  sluice__sconn *sc = (sluice__sconn *)conn;
+  sc->peer_identity = sluice__tls_peer_subject(conn->tls);
+}
+
+static const sluice__conn_hooks hooks = {on_closed, NULL, on_established};
 
 int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   uv_once(&g_once, init_callbacks);
@@ -236,6 +244,14 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
     return 0;
   }
   sc->conn.session = s;
+  if (sl->srv->opts.tls) {
+    sluice__tls *t = sluice__tls_new(sl->srv->opts.tls, 0, NULL);
+    if (!t) {
+      sluice__conn_close(&sc->conn, "out of memory");
+      return 0;
+    }
+    sluice__conn_set_tls(&sc->conn, t);
+  }
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
        sl->srv->opts.max_concurrent_streams},

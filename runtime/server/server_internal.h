@@ -28,6 +28,8 @@ struct sluice_server_opts {
   uint32_t max_response_size;
   uint32_t max_concurrent_streams;
   uint32_t send_buffer;
+  struct ssl_ctx_st *tls; /* NULL: plaintext; a reference */
+  char last_error[256];
 };
 
 typedef struct sluice__listener {
@@ -71,6 +73,7 @@ struct sluice__sconn {
   sluice__sloop *sl;
   sluice__sconn *prev, *next;
   int draining;
+  char *peer_identity; /* verified client certificate subject, or NULL */
   unsigned active_calls;
   struct sluice_server_call *calls; /* attached to a stream; linked */
 };
@@ -109,6 +112,7 @@ struct sluice_server_call {
   const char *fail_reason;
   char fail_buf[160];
   char peer[64];
+  char *peer_identity; /* copied from the connection, or NULL */
   uv_timer_t timer;
   int timer_open;
   int refs;         /* stream + handler + timer */

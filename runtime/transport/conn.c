@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sluice/status.h"
+#include "transport/tls.h"
 
 #define CONN_OF(field, ptr)                                                    \
   ((sluice__conn *)((char *)(ptr)-offsetof(sluice__conn, field)))
@@ -128,7 +129,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 /* A session that neither wants to read nor write is finished (GOAWAY sent
  * or received and every stream done, or a fatal error was queued). */
 static void check_done(sluice__conn *c) {
-  if (c->closing || c->writing)
+  if (c->closing || c->writing || !c->session)
     return;
   if (c->close_when_flushed && !nghttp2_session_want_write(c->session)) {
     sluice__conn_close(c, "connection drained");
@@ -144,6 +145,52 @@ void sluice__conn_close_when_flushed(sluice__conn *c) {
   sluice__conn_want_write(c);
 }
 
+/* Plaintext HTTP/2 bytes to nghttp2. Returns 0, or -1 once closing. */
+static int h2_input(sluice__conn *c, const uint8_t *data, size_t n) {
+  ssize_t rv = nghttp2_session_mem_recv(c->session, data, n);
+  if (c->closing)
+    return -1;
+  if (rv < 0) {
+    /* nghttp2 already queued a GOAWAY for protocol errors; try to send it. */
+    sluice__conn_flush(c);
+    sluice__conn_close(c, "HTTP/2 protocol error from peer");
+    return -1;
+  }
+  sluice__conn_want_write(c);
+  return 0;
+}
+
+/* Ciphertext in rbuf: drive the handshake, then decrypt into rbuf (its
+ * bytes are in the engine by then) and pass the plaintext on. */
+static void tls_input(sluice__conn *c, size_t n) {
+  sluice__tls_state st = sluice__tls_feed(c->tls, c->rbuf, n);
+  if (st == SLUICE__TLS_ERROR) {
+    sluice__conn_flush(c); /* the alert, if any */
+    sluice__conn_close(c, sluice__tls_error(c->tls));
+    return;
+  }
+  if (st == SLUICE__TLS_ESTABLISHED && c->hooks->on_established) {
+    c->hooks->on_established(c);
+    if (c->closing)
+      return;
+  }
+  sluice__conn_want_write(c); /* handshake messages, tickets, alerts */
+  if (!sluice__tls_established(c->tls))
+    return;
+  for (;;) {
+    ssize_t got = sluice__tls_read(c->tls, c->rbuf, SLUICE__CONN_RBUF_SIZE);
+    if (got == 0)
+      return;
+    if (got < 0) {
+      sluice__conn_flush(c);
+      sluice__conn_close(c, sluice__tls_error(c->tls));
+      return;
+    }
+    if (h2_input(c, c->rbuf, (size_t)got) != 0)
+      return;
+  }
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   sluice__conn *c = s->data;
   (void)buf;
@@ -156,20 +203,23 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (n == 0)
     return;
-  ssize_t rv = nghttp2_session_mem_recv(c->session, c->rbuf, (size_t)n);
-  if (c->closing)
-    return;
-  if (rv < 0) {
-    /* nghttp2 already queued a GOAWAY for protocol errors; try to send it. */
-    sluice__conn_flush(c);
-    sluice__conn_close(c, "HTTP/2 protocol error from peer");
+  if (c->tls) {
+    tls_input(c, (size_t)n);
     return;
   }
-  sluice__conn_want_write(c);
+  h2_input(c, c->rbuf, (size_t)n);
+}
+
+void sluice__conn_set_tls(sluice__conn *c, struct sluice__tls *t) {
+  c->tls = t;
 }
 
 int sluice__conn_start(sluice__conn *c) {
   c->started = 1;
+  if (c->tls && sluice__tls_start(c->tls) == SLUICE__TLS_ERROR) {
+    sluice__conn_close(c, sluice__tls_error(c->tls));
+    return SLUICE_ERR_SYSTEM;
+  }
   if (uv_read_start(&c->io.stream, on_alloc, on_read) != 0) {
     sluice__conn_close(c, "cannot read from socket");
     return SLUICE_ERR_SYSTEM;
@@ -186,7 +236,7 @@ void sluice__conn_want_write(sluice__conn *c) {
 static void on_write(uv_write_t *req, int status) {
   sluice__conn *c = req->data;
   c->writing = 0;
-  c->wlen = 0;
+  c->olen = 0;
   if (c->closing)
     return;
   if (status < 0) {
@@ -196,15 +246,15 @@ static void on_write(uv_write_t *req, int status) {
   sluice__conn_flush(c);
 }
 
-void sluice__conn_flush(sluice__conn *c) {
-  if (c->closing || c->writing || !c->session || !c->started)
-    return;
+/* Pulls up to a batch of nghttp2 output into wbuf. Returns 0, or -1 once
+ * closing. */
+static int gather(sluice__conn *c) {
   while (c->wlen < SLUICE__CONN_WBUF_MAX) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(c->session, &data);
     if (n < 0) {
       sluice__conn_close(c, "HTTP/2 session error");
-      return;
+      return -1;
     }
     if (n == 0)
       break;
@@ -213,34 +263,85 @@ void sluice__conn_flush(sluice__conn *c) {
       uint8_t *nb = realloc(c->wbuf, c->wlen + (size_t)n);
       if (!nb) {
         sluice__conn_close(c, "out of memory");
-        return;
+        return -1;
       }
       c->wbuf = nb;
     }
     memcpy(c->wbuf + c->wlen, data, (size_t)n);
     c->wlen += (size_t)n;
     if (c->closing)
-      return;
+      return -1;
   }
-  if (c->wlen == 0) {
+  return 0;
+}
+
+/* TLS: encrypts the plaintext batch (once established) and moves all
+ * pending ciphertext into tbuf. Returns 0, or -1 once closing. */
+static int encrypt_batch(sluice__conn *c) {
+  if (sluice__tls_established(c->tls) && c->session) {
+    if (gather(c) != 0)
+      return -1;
+    if (c->wlen && sluice__tls_write(c->tls, c->wbuf, c->wlen) != 0) {
+      sluice__conn_close(c, sluice__tls_error(c->tls));
+      return -1;
+    }
+    c->wlen = 0;
+  }
+  size_t p = sluice__tls_pending(c->tls);
+  if (p > c->tcap) {
+    uint8_t *nb = realloc(c->tbuf, p);
+    if (!nb) {
+      sluice__conn_close(c, "out of memory");
+      return -1;
+    }
+    c->tbuf = nb;
+    c->tcap = p;
+  }
+  c->obuf = c->tbuf;
+  c->olen = p ? sluice__tls_take(c->tls, c->tbuf, p) : 0;
+  return 0;
+}
+
+static int more_output(sluice__conn *c) {
+  if (c->tls && sluice__tls_pending(c->tls))
+    return 1;
+  if (c->tls && !sluice__tls_established(c->tls))
+    return 0;
+  return c->session && nghttp2_session_want_write(c->session);
+}
+
+void sluice__conn_flush(sluice__conn *c) {
+  if (c->closing || c->writing || !c->started)
+    return;
+  if (c->tls) {
+    if (encrypt_batch(c) != 0)
+      return;
+  } else {
+    if (!c->session || gather(c) != 0)
+      return;
+    c->obuf = c->wbuf;
+    c->olen = c->wlen;
+    c->wlen = 0;
+  }
+  if (c->olen == 0) {
     check_done(c);
     return;
   }
-  uv_buf_t b = uv_buf_init((char *)c->wbuf, (unsigned)c->wlen);
+  uv_buf_t b = uv_buf_init((char *)c->obuf, (unsigned)c->olen);
   /* Most writes complete at once: skip the request round trip then. */
   int w = uv_try_write(&c->io.stream, &b, 1);
-  if (w == (int)c->wlen) {
-    c->wlen = 0;
-    if (nghttp2_session_want_write(c->session))
+  if (w == (int)c->olen) {
+    c->olen = 0;
+    if (more_output(c))
       sluice__conn_want_write(c);
     else
       check_done(c);
     return;
   }
   if (w > 0) {
-    memmove(c->wbuf, c->wbuf + w, c->wlen - (size_t)w);
-    c->wlen -= (size_t)w;
-    b = uv_buf_init((char *)c->wbuf, (unsigned)c->wlen);
+    memmove(c->obuf, c->obuf + w, c->olen - (size_t)w);
+    c->olen -= (size_t)w;
+    b = uv_buf_init((char *)c->obuf, (unsigned)c->olen);
   } else if (w != UV_EAGAIN && w != UV_ENOSYS) {
     sluice__conn_close(c, "connection write error");
     return;
@@ -261,7 +362,10 @@ static void on_handle_closed(uv_handle_t *h) {
   sluice__loop_cancel(c->loop, &c->flush_task);
   free(c->wbuf);
   free(c->rbuf);
-  c->wbuf = c->rbuf = NULL;
+  free(c->tbuf);
+  c->wbuf = c->rbuf = c->tbuf = NULL;
+  sluice__tls_del(c->tls);
+  c->tls = NULL;
   c->hooks->on_closed(c, c->close_reason);
 }
 
@@ -283,7 +387,8 @@ void sluice__conn_close(sluice__conn *c, const char *reason) {
   if (c->closing)
     return;
   c->closing = 1;
-  c->close_reason = reason;
+  snprintf(c->close_msg, sizeof c->close_msg, "%s", reason ? reason : "closed");
+  c->close_reason = c->close_msg;
   if (c->connect_timer_open) {
     uv_timer_stop(&c->connect_timer);
     uv_close((uv_handle_t *)&c->connect_timer, on_timer_closed);

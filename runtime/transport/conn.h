@@ -28,10 +28,13 @@ typedef struct sluice__conn sluice__conn;
 
 typedef struct sluice__conn_hooks {
   /* The socket is closed (handle closed, no callback of uv pending); called
-   * exactly once. reason is a static string. The owner may free now. */
+   * exactly once. reason lives in the connection. The owner may free now. */
   void (*on_closed)(sluice__conn *c, const char *reason);
   /* Optional: the socket connected (client side). status 0 or a uv error. */
   void (*on_connected)(sluice__conn *c, int status);
+  /* Optional: the TLS handshake completed (after ALPN and certificate
+   * checks). Not called for plaintext connections. */
+  void (*on_established)(sluice__conn *c);
 } sluice__conn_hooks;
 
 struct sluice__conn {
@@ -51,13 +54,19 @@ struct sluice__conn {
   int connect_timer_open;
   uv_write_t write_req;
   int writing;
-  uint8_t *wbuf;
+  uint8_t *wbuf; /* plaintext batch from nghttp2 */
   size_t wlen;
+  struct sluice__tls *tls; /* NULL: plaintext */
+  uint8_t *tbuf;           /* ciphertext batch (TLS) */
+  size_t tcap;
+  uint8_t *obuf; /* what is being written: wbuf or tbuf */
+  size_t olen;
   uint8_t *rbuf;
   int started;
   int close_when_flushed;
   int closing;
-  const char *close_reason;
+  const char *close_reason; /* points at close_msg */
+  char close_msg[256];
   char peer[64]; /* "ipv4:1.2.3.4:5" etc. */
 };
 
@@ -86,7 +95,12 @@ int sluice__conn_connect(sluice__conn *c, const struct sockaddr *addr,
 /* Server side: adopts an accepted socket descriptor. */
 int sluice__conn_open_fd(sluice__conn *c, uv_os_sock_t fd);
 
-/* Starts reading and flushes what nghttp2 has queued (the preface). */
+/* Makes the connection speak TLS through t (owned by the connection from
+ * now on, freed with it). Call before sluice__conn_start. */
+void sluice__conn_set_tls(sluice__conn *c, struct sluice__tls *t);
+
+/* Starts reading and flushes what nghttp2 has queued (the preface); with
+ * TLS, starts the handshake first: nghttp2 output waits for it. */
 int sluice__conn_start(sluice__conn *c);
 
 /* Asks for a flush before the loop next polls. */
@@ -99,7 +113,8 @@ void sluice__conn_flush(sluice__conn *c);
  * connection whose last stream ended). */
 void sluice__conn_close_when_flushed(sluice__conn *c);
 
-/* Closes the socket (idempotent); hooks->on_closed follows. */
+/* Closes the socket (idempotent); hooks->on_closed follows with reason
+ * (copied). */
 void sluice__conn_close(sluice__conn *c, const char *reason);
 
 #endif
