@@ -281,6 +281,10 @@ static void fail(sluice__tls *t, const char *stage) {
   if (v != X509_V_OK && (t->is_client || !t->established))
     snprintf(t->err, sizeof t->err, "%s: certificate verify failed: %s", stage,
              X509_verify_cert_error_string(v));
+  else if (r && t->is_client && !t->established &&
+           (strstr(r, "wrong version number") || strstr(r, "packet length")))
+    snprintf(t->err, sizeof t->err,
+             "%s: %s (is the server speaking plaintext, not TLS?)", stage, r);
   else if (r)
     snprintf(t->err, sizeof t->err, "%s: %s", stage, r);
   else
