@@ -2,9 +2,18 @@
  *
  *   greeter_client --target HOST:PORT --name X [--timeout-ms N]
  *                  [--metadata key=value ...] [--print-metadata]
+ *                  [--use_tls [--tls_ca FILE] [--server_host_override NAME]
+ *                   [--tls_cert FILE --tls_key FILE]]
  *
  * Prints the reply message alone on a line on stdout and exits 0. On failure
- * prints "<STATUS_NAME>: <message>" on stderr and exits 1; bad flags exit 2.
+ * prints "<STATUS_NAME>: <message>" on stderr and exits 1; bad flags, and TLS
+ * credentials that cannot be loaded, exit 2.
+ *
+ * --use_tls calls over TLS, trusting the CA certificates of --tls_ca (the
+ * system's roots without it) and checking the server's certificate against
+ * --server_host_override instead of the target's host when given (for test
+ * certificates, or a server addressed by IP). --tls_cert and --tls_key
+ * present a client certificate (mutual TLS).
  *
  * --metadata may be repeated. For a binary key (ending in "-bin") the value
  * may spell any byte as \xNN (and a backslash as \\). --print-metadata prints
@@ -26,12 +35,24 @@ static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s --target HOST:PORT --name X [--timeout-ms N]\n"
           "          [--metadata key=value ...] [--print-metadata]\n"
+          "          [--use_tls [--tls_ca FILE] [--server_host_override "
+          "NAME]\n"
+          "           [--tls_cert FILE --tls_key FILE]]\n"
           "  --target T        where to call (host:port, dns:, ipv4:, unix:)\n"
           "  --name X          the name to greet\n"
           "  --timeout-ms N    deadline of the call (default: none)\n"
           "  --metadata K=V    custom metadata to send (repeatable; \\xNN "
           "escapes in -bin values)\n"
-          "  --print-metadata  print the response metadata on stderr\n",
+          "  --print-metadata  print the response metadata on stderr\n"
+          "  --use_tls[=B]     call over TLS (B: true or false)\n"
+          "  --tls_ca FILE     CA certificates to trust (PEM; default: the "
+          "system's)\n"
+          "  --server_host_override NAME\n"
+          "                    the name the server's certificate must have "
+          "(and SNI)\n"
+          "  --tls_cert FILE   client certificate chain, for mutual TLS "
+          "(PEM)\n"
+          "  --tls_key FILE    its private key (PEM)\n",
           prog);
 }
 
@@ -128,12 +149,89 @@ static void print_metadata(const char *what, const sluice_metadata *md) {
   }
 }
 
+/* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
+static int parse_bool(const char *v) {
+  if (v == NULL)
+    return -1;
+  if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+    return 1;
+  if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0)
+    return 0;
+  return -1;
+}
+
+/* The TLS flags. */
+typedef struct tls_flags {
+  int use_tls;
+  const char *ca, *cert, *key, *host_override;
+} tls_flags;
+
+/* If argv[*i] is a TLS flag, takes it (and its value, advancing *i) into
+ * t and returns 1; 0 when it is not one; -1 (message printed) when its
+ * value is missing or bad. */
+static int take_tls_flag(tls_flags *t, const char *prog, int argc, char **argv,
+                         int *i) {
+  const char *flag = argv[*i];
+  /* --use_tls, --use_tls=B or --use_tls B: a boolean. */
+  static const char use_tls[] = "--use_tls";
+  const size_t n = sizeof use_tls - 1;
+  if (strncmp(flag, use_tls, n) == 0 && (flag[n] == '\0' || flag[n] == '=')) {
+    if (flag[n] == '=')
+      t->use_tls = parse_bool(flag + n + 1);
+    else if (*i + 1 < argc && parse_bool(argv[*i + 1]) >= 0)
+      t->use_tls = parse_bool(argv[++*i]);
+    else
+      t->use_tls = 1;
+    if (t->use_tls < 0) {
+      fprintf(stderr, "%s: --use_tls wants true or false\n", prog);
+      return -1;
+    }
+    return 1;
+  }
+  const char **dst;
+  if (strcmp(flag, "--tls_ca") == 0)
+    dst = &t->ca;
+  else if (strcmp(flag, "--tls_cert") == 0)
+    dst = &t->cert;
+  else if (strcmp(flag, "--tls_key") == 0)
+    dst = &t->key;
+  else if (strcmp(flag, "--server_host_override") == 0)
+    dst = &t->host_override;
+  else
+    return 0;
+  if (*i + 1 >= argc || argv[*i + 1][0] == '\0') {
+    fprintf(stderr, "%s: %s needs a value\n", prog, flag);
+    return -1;
+  }
+  *dst = argv[++*i];
+  return 1;
+}
+
+/* Checks the TLS flags together. Returns 0 or -1 (message printed). */
+static int check_tls_flags(const tls_flags *t, const char *prog) {
+  if (!t->use_tls && (t->ca != NULL || t->cert != NULL || t->key != NULL ||
+                      t->host_override != NULL)) {
+    fprintf(stderr,
+            "%s: --tls_ca, --tls_cert, --tls_key and "
+            "--server_host_override need --use_tls\n",
+            prog);
+    return -1;
+  }
+  if ((t->cert == NULL) != (t->key == NULL)) {
+    fprintf(stderr, "%s: --tls_cert and --tls_key go together\n", prog);
+    return -1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *target = NULL, *name = NULL;
   unsigned long long timeout_ms = 0;
   int want_metadata = 0, exit_code = 2;
+  tls_flags tls = {0};
   sluice_metadata *md = NULL;
+  sluice_channel_opts *chopts = NULL;
   sluice_channel *ch = NULL;
   Helloworld__HelloReply *resp = NULL;
   sluice_status status;
@@ -158,6 +256,13 @@ int main(int argc, char **argv) {
       want_metadata = 1;
       continue;
     }
+    int taken = take_tls_flag(&tls, prog, argc, argv, &i);
+    if (taken < 0) {
+      usage(stderr, prog);
+      goto out;
+    }
+    if (taken > 0)
+      continue;
     if (strcmp(flag, "--target") != 0 && strcmp(flag, "--name") != 0 &&
         strcmp(flag, "--timeout-ms") != 0 && strcmp(flag, "--metadata") != 0) {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
@@ -194,9 +299,35 @@ int main(int argc, char **argv) {
     usage(stderr, prog);
     goto out;
   }
+  if (check_tls_flags(&tls, prog) != 0) {
+    usage(stderr, prog);
+    goto out;
+  }
 
   exit_code = 1;
-  err = sluice_channel_new(&ch, target, NULL);
+  err = sluice_channel_opts_new(&chopts);
+  if (err != 0) {
+    fprintf(stderr, "%s: %s\n", prog, sluice_strerror(err));
+    goto out;
+  }
+  if (tls.use_tls) {
+    /* The files are read here: a missing or bad one fails now (exit 2). */
+    sluice_tls_client_config cfg;
+    sluice_tls_client_config_init(&cfg);
+    cfg.ca.file = tls.ca;
+    cfg.cert.file = tls.cert;
+    cfg.key.file = tls.key;
+    cfg.server_name_override = tls.host_override;
+    err = sluice_channel_opts_set_tls(chopts, &cfg);
+    if (err != 0) {
+      fprintf(stderr, "%s: cannot use the TLS credentials: %s\n", prog,
+              err == SLUICE_ERR_TLS ? sluice_channel_opts_last_error(chopts)
+                                    : sluice_strerror(err));
+      exit_code = 2;
+      goto out;
+    }
+  }
+  err = sluice_channel_new(&ch, target, chopts);
   if (err != 0) {
     fprintf(stderr, "%s: cannot use target '%s': %s\n",
             sluice_status_name(SLUICE_STATUS_INVALID_ARGUMENT), target,
@@ -233,6 +364,7 @@ out:
     protobuf_c_message_free_unpacked(&resp->base, NULL);
   sluice_status_clear(&status);
   sluice_channel_del(ch);
+  sluice_channel_opts_del(chopts);
   sluice_metadata_del(md);
   return exit_code;
 }

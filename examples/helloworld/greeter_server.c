@@ -1,12 +1,22 @@
 /* greeter_server: serves helloworld.Greeter/SayHello.
  *
  *   greeter_server [--port N] [--host H] [--threads T]
+ *                  [--use_tls --tls_cert FILE --tls_key FILE
+ *                   [--tls_client_ca FILE [--require_client_cert]]]
  *
  * Replies "Hello <name>". Request metadata whose key starts with "x-echo-" is
  * sent back twice, as initial and as trailing metadata, so that tests can
  * check a metadata round trip in both directions. A name "sleep:<ms>" is
  * answered <ms> milliseconds later from another thread: the reply-later path,
  * and a slow server for deadline tests.
+ *
+ * With --use_tls it accepts TLS only, with the certificate chain and key
+ * given (PEM files; scripts/gen-test-certs.sh makes test ones). A key or
+ * certificate that cannot be loaded is reported and exits 2, like a bad
+ * flag. --tls_client_ca asks clients for a certificate from those CAs and
+ * --require_client_cert refuses clients without one (mutual TLS); the
+ * subject of a verified client certificate goes back as the initial
+ * metadata "x-peer-identity".
  *
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a free
  * one, so scripts read the port from that line). SIGINT or SIGTERM shut it
@@ -166,6 +176,10 @@ static void say_hello(sluice_server_call *call,
   const char *name = req->name != NULL ? req->name : "";
 
   echo_metadata(call);
+  const char *peer = sluice_server_call_peer_identity(call);
+  if (peer != NULL)
+    sluice_server_call_add_initial_metadata(call, "x-peer-identity", peer,
+                                            strlen(peer));
 
   size_t len = strlen("Hello ") + strlen(name) + 1;
   char *message = malloc(len);
@@ -193,9 +207,22 @@ static void say_hello(sluice_server_call *call,
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s [--port N] [--host H] [--threads T]\n"
-          "  --port N     port to listen on (default %d; 0 picks a free one)\n"
-          "  --host H     address to listen on (default 127.0.0.1)\n"
-          "  --threads T  server loop threads (default: one per core)\n",
+          "          [--use_tls --tls_cert FILE --tls_key FILE\n"
+          "           [--tls_client_ca FILE [--require_client_cert]]]\n"
+          "  --port N              port to listen on (default %d; 0 picks a "
+          "free one)\n"
+          "  --host H              address to listen on (default "
+          "127.0.0.1)\n"
+          "  --threads T           server loop threads (default: one per "
+          "core)\n"
+          "  --use_tls[=B]         accept TLS only (B: true or false)\n"
+          "  --tls_cert FILE       the server's certificate chain (PEM)\n"
+          "  --tls_key FILE        its private key (PEM)\n"
+          "  --tls_client_ca FILE  ask clients for a certificate from these "
+          "CAs\n"
+          "  --require_client_cert[=B]\n"
+          "                        refuse clients without one (needs "
+          "--tls_client_ca)\n",
           prog, DEFAULT_PORT);
 }
 
@@ -211,18 +238,59 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
   return 0;
 }
 
+/* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
+static int parse_bool(const char *v) {
+  if (v == NULL)
+    return -1;
+  if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+    return 1;
+  if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0)
+    return 0;
+  return -1;
+}
+
+/* &value when arg is name or name=..., else NULL. */
+static int *bool_flag(const char *arg, const char *name, int *value) {
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '='))
+    return value;
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
+  const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
+  int use_tls = 0, require_client_cert = 0;
 
-  for (int i = 1; i < argc; i += 2) {
+  for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
     if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
       usage(stdout, prog);
       return 0;
     }
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    /* Booleans: --flag alone is true; --flag=B, or --flag B when the next
+     * argument is true or false. */
+    int *boolean = bool_flag(flag, "--use_tls", &use_tls);
+    if (boolean == NULL)
+      boolean = bool_flag(flag, "--require_client_cert", &require_client_cert);
+    if (boolean != NULL) {
+      const char *eq = strchr(flag, '=');
+      if (eq != NULL)
+        *boolean = parse_bool(eq + 1);
+      else if (i + 1 < argc && parse_bool(argv[i + 1]) >= 0)
+        *boolean = parse_bool(argv[++i]);
+      else
+        *boolean = 1;
+      if (*boolean < 0) {
+        fprintf(stderr, "%s: %s wants true or false\n", prog, flag);
+        usage(stderr, prog);
+        return 2;
+      }
+      continue;
+    }
+    const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad;
     if (strcmp(flag, "--port") == 0) {
       bad = parse_uint(val, 65535, &port);
@@ -230,8 +298,16 @@ int main(int argc, char **argv) {
       bad = parse_uint(val, 1024, &threads);
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
-      if (!bad)
-        host = val;
+      host = val;
+    } else if (strcmp(flag, "--tls_cert") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_cert = val;
+    } else if (strcmp(flag, "--tls_key") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_key = val;
+    } else if (strcmp(flag, "--tls_client_ca") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_client_ca = val;
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
       usage(stderr, prog);
@@ -242,6 +318,20 @@ int main(int argc, char **argv) {
       usage(stderr, prog);
       return 2;
     }
+  }
+  const char *conflict = NULL;
+  if (use_tls && (tls_cert == NULL || tls_key == NULL))
+    conflict = "--use_tls needs --tls_cert and --tls_key";
+  else if (!use_tls && (tls_cert != NULL || tls_key != NULL ||
+                        tls_client_ca != NULL || require_client_cert))
+    conflict = "--tls_cert, --tls_key, --tls_client_ca and "
+               "--require_client_cert need --use_tls";
+  else if (require_client_cert && tls_client_ca == NULL)
+    conflict = "--require_client_cert needs --tls_client_ca";
+  if (conflict != NULL) {
+    fprintf(stderr, "%s: %s\n", prog, conflict);
+    usage(stderr, prog);
+    return 2;
   }
 
   /* Signals are taken by sigwait() in this thread. Blocking them before any
@@ -276,8 +366,31 @@ int main(int argc, char **argv) {
   const Helloworld__Greeter_SluiceHandlers handlers = {.say_hello = say_hello};
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
-      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_new(&srv, opts)) != 0) {
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if (use_tls) {
+    /* The files are read here: a missing or bad one fails now. */
+    sluice_tls_server_config tls;
+    sluice_tls_server_config_init(&tls);
+    tls.cert.file = tls_cert;
+    tls.key.file = tls_key;
+    if (tls_client_ca != NULL) {
+      tls.client_ca.file = tls_client_ca;
+      tls.client_cert = require_client_cert ? SLUICE_CLIENT_CERT_REQUIRE
+                                            : SLUICE_CLIENT_CERT_REQUEST;
+    }
+    if ((rc = sluice_server_opts_set_tls(opts, &tls)) != 0) {
+      fprintf(stderr, "%s: cannot use the TLS credentials: %s\n", prog,
+              rc == SLUICE_ERR_TLS ? sluice_server_opts_last_error(opts)
+                                   : sluice_strerror(rc));
+      exit_code = 2;
+      goto out;
+    }
+  }
+  if ((rc = sluice_server_new(&srv, opts)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

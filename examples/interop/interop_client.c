@@ -1,8 +1,9 @@
 /* interop_client: the client cases of gRPC's interop suite.
  *
  *   interop_client --server_host H --server_port P --test_case NAME
- *                  [--skip_compression_probe] [--server_host_override X]
- *                  [--use_tls false]
+ *                  [--skip_compression_probe]
+ *                  [--use_tls [--tls_ca FILE] [--server_host_override NAME]
+ *                   [--tls_cert FILE --tls_key FILE]]
  *
  * Runs the cases of gRPC's doc/interop-test-descriptions.md against a
  * grpc.testing.TestService server. NAME is one case, a comma-separated list
@@ -14,7 +15,13 @@
  * --skip_compression_probe skips the two probes that send a request with
  * expect_compressed true uncompressed and want INVALID_ARGUMENT: for servers
  * that cannot see whether a request arrived compressed (grpcio).
- * --server_host_override is accepted and ignored (no TLS).
+ * --use_tls (gRPC's flag; --use_tls=false is plaintext, the default) calls
+ * over TLS, trusting the CA certificates of --tls_ca (the system's roots
+ * without it) and checking the server's certificate against
+ * --server_host_override instead of --server_host when given (SNI too).
+ * --tls_cert and --tls_key present a client certificate (mutual TLS).
+ * Credentials that cannot be loaded are reported and exit 2. gRPC's
+ * --use_test_ca is accepted and ignored: the CA is always --tls_ca's.
  *
  * Unary cases use the generated blocking stubs; streaming ones (and those
  * that look at the compressed flag of responses) the asynchronous call API
@@ -829,9 +836,20 @@ static int run_case(const struct test_case *c) {
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s --server_host H --server_port P --test_case NAME\n"
-          "          [--skip_compression_probe] [--server_host_override X]\n"
-          "          [--use_tls false]\n"
-          "  --test_case NAME  a case, a comma-separated list of cases, or "
+          "          [--skip_compression_probe]\n"
+          "          [--use_tls [--tls_ca FILE] [--server_host_override "
+          "NAME]\n"
+          "           [--tls_cert FILE --tls_key FILE]]\n"
+          "  --use_tls[=B]      call over TLS (B: true or false)\n"
+          "  --tls_ca FILE      CA certificates to trust (PEM; default: the "
+          "system's)\n"
+          "  --server_host_override NAME\n"
+          "                     the name the server's certificate must have "
+          "(and SNI)\n"
+          "  --tls_cert FILE    client certificate chain, for mutual TLS "
+          "(PEM)\n"
+          "  --tls_key FILE     its private key (PEM)\n"
+          "  --test_case NAME   a case, a comma-separated list of cases, or "
           "all:\n",
           prog);
   for (size_t i = 0; i < N_CASES; i++)
@@ -839,13 +857,23 @@ static void usage(FILE *f, const char *prog) {
   fprintf(f, "Flags also take the --flag=value form.\n");
 }
 
-static int is_false(const char *v) {
-  return strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0;
+/* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
+static int parse_bool(const char *v) {
+  if (v == NULL)
+    return -1;
+  if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+    return 1;
+  if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0)
+    return 0;
+  return -1;
 }
 
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1", *test_case = NULL;
+  const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL;
+  const char *host_override = NULL;
+  int use_tls = 0;
   long port = 0;
 
   for (int i = 1; i < argc; i++) {
@@ -864,9 +892,24 @@ int main(int argc, char **argv) {
     } else {
       snprintf(flag, sizeof flag, "%s", arg);
     }
-    /* Boolean flag: no separate value. */
-    if (strcmp(flag, "--skip_compression_probe") == 0) {
-      skip_probe = val == NULL || !is_false(val);
+    /* Booleans: --flag alone is true; --flag=B, or --flag B when the next
+     * argument is true or false. */
+    if (strcmp(flag, "--skip_compression_probe") == 0 ||
+        strcmp(flag, "--use_tls") == 0) {
+      int b = 1;
+      if (val != NULL)
+        b = parse_bool(val);
+      else if (i + 1 < argc && parse_bool(argv[i + 1]) >= 0)
+        b = parse_bool(argv[++i]);
+      if (b < 0) {
+        fprintf(stderr, "%s: %s wants true or false\n", prog, flag);
+        usage(stderr, prog);
+        return 2;
+      }
+      if (strcmp(flag, "--use_tls") == 0)
+        use_tls = b;
+      else
+        skip_probe = b;
       continue;
     }
     if (val == NULL)
@@ -889,14 +932,16 @@ int main(int argc, char **argv) {
       }
     } else if (strcmp(flag, "--test_case") == 0) {
       test_case = val;
-    } else if (strcmp(flag, "--use_tls") == 0) {
-      if (!is_false(val)) {
-        fprintf(stderr, "%s: --use_tls: TLS is not supported\n", prog);
-        return 2;
-      }
-    } else if (strcmp(flag, "--server_host_override") == 0 ||
-               strcmp(flag, "--use_test_ca") == 0) {
-      /* accepted, unused: no TLS */
+    } else if (strcmp(flag, "--tls_ca") == 0) {
+      tls_ca = val;
+    } else if (strcmp(flag, "--tls_cert") == 0) {
+      tls_cert = val;
+    } else if (strcmp(flag, "--tls_key") == 0) {
+      tls_key = val;
+    } else if (strcmp(flag, "--server_host_override") == 0) {
+      host_override = *val != '\0' ? val : NULL;
+    } else if (strcmp(flag, "--use_test_ca") == 0) {
+      /* accepted for gRPC's command lines, unused: the CA is --tls_ca's */
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, arg);
       usage(stderr, prog);
@@ -905,6 +950,16 @@ int main(int argc, char **argv) {
   }
   if (port == 0 || test_case == NULL || *host == '\0') {
     fprintf(stderr, "%s: --server_port and --test_case are required\n", prog);
+    usage(stderr, prog);
+    return 2;
+  }
+  const char *conflict = NULL;
+  if (!use_tls && (tls_ca != NULL || tls_cert != NULL || tls_key != NULL))
+    conflict = "--tls_ca, --tls_cert and --tls_key need --use_tls";
+  else if ((tls_cert == NULL) != (tls_key == NULL))
+    conflict = "--tls_cert and --tls_key go together";
+  if (conflict != NULL) {
+    fprintf(stderr, "%s: %s\n", prog, conflict);
     usage(stderr, prog);
     return 2;
   }
@@ -950,7 +1005,31 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: host name too long\n", prog);
     return 2;
   }
-  int rc = sluice_channel_new(&channel, target, NULL);
+  sluice_channel_opts *chopts = NULL;
+  int rc = sluice_channel_opts_new(&chopts);
+  if (rc != 0) {
+    fprintf(stderr, "%s: %s\n", prog, sluice_strerror(rc));
+    return 1;
+  }
+  if (use_tls) {
+    /* The files are read here: a missing or bad one fails now. */
+    sluice_tls_client_config cfg;
+    sluice_tls_client_config_init(&cfg);
+    cfg.ca.file = tls_ca;
+    cfg.cert.file = tls_cert;
+    cfg.key.file = tls_key;
+    cfg.server_name_override = host_override;
+    rc = sluice_channel_opts_set_tls(chopts, &cfg);
+    if (rc != 0) {
+      fprintf(stderr, "%s: cannot use the TLS credentials: %s\n", prog,
+              rc == SLUICE_ERR_TLS ? sluice_channel_opts_last_error(chopts)
+                                   : sluice_strerror(rc));
+      sluice_channel_opts_del(chopts);
+      return 2;
+    }
+  }
+  rc = sluice_channel_new(&channel, target, chopts);
+  sluice_channel_opts_del(chopts);
   if (rc != 0) {
     fprintf(stderr, "%s: cannot create a channel to %s: %s\n", prog, target,
             sluice_strerror(rc));

@@ -1,6 +1,8 @@
 /* interop_server: grpc.testing.TestService for gRPC's interop suite.
  *
  *   interop_server --port N [--host H] [--threads T]
+ *                  [--use_tls --tls_cert FILE --tls_key FILE
+ *                   [--tls_client_ca FILE [--require_client_cert]]]
  *
  * Implements the "Server" section of gRPC's doc/interop-test-descriptions.md:
  * EmptyCall, UnaryCall, CacheableUnaryCall (answered like UnaryCall),
@@ -22,6 +24,13 @@
  * interval_us never blocks a loop thread: it sleeps on a condition variable
  * (woken when the call ends or the server stops), sends, and waits for
  * on_send_ready when the call's send queue is full.
+ *
+ * --use_tls (gRPC's flag; --use_tls=false is plaintext, the default)
+ * accepts TLS only, with the certificate chain and key of --tls_cert and
+ * --tls_key (PEM files). --tls_client_ca asks clients for a certificate
+ * chaining to those CAs (and checks one if sent); --require_client_cert
+ * refuses clients without one (mutual TLS). Credentials that cannot be
+ * loaded are reported and exit 2, like a bad flag.
  *
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a
  * free one). SIGINT or SIGTERM shut it down gracefully.
@@ -676,9 +685,22 @@ static void stop_streams(void) {
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s --port N [--host H] [--threads T]\n"
-          "  --port N     port to listen on (default %d; 0 picks a free one)\n"
-          "  --host H     address to listen on (default 127.0.0.1)\n"
-          "  --threads T  server loop threads (default: one per core)\n"
+          "          [--use_tls --tls_cert FILE --tls_key FILE\n"
+          "           [--tls_client_ca FILE [--require_client_cert]]]\n"
+          "  --port N              port to listen on (default %d; 0 picks a "
+          "free one)\n"
+          "  --host H              address to listen on (default "
+          "127.0.0.1)\n"
+          "  --threads T           server loop threads (default: one per "
+          "core)\n"
+          "  --use_tls[=B]         accept TLS only (B: true or false)\n"
+          "  --tls_cert FILE       the server's certificate chain (PEM)\n"
+          "  --tls_key FILE        its private key (PEM)\n"
+          "  --tls_client_ca FILE  ask clients for a certificate from these "
+          "CAs\n"
+          "  --require_client_cert[=B]\n"
+          "                        refuse clients without one (needs "
+          "--tls_client_ca)\n"
           "Flags also take the --flag=value form.\n",
           prog, DEFAULT_PORT);
 }
@@ -695,10 +717,23 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
   return 0;
 }
 
+/* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
+static int parse_bool(const char *v) {
+  if (v == NULL)
+    return -1;
+  if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+    return 1;
+  if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0)
+    return 0;
+  return -1;
+}
+
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
+  const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
+  int use_tls = 0, require_client_cert = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -708,7 +743,7 @@ int main(int argc, char **argv) {
     }
     /* --flag value or --flag=value */
     char flag[64];
-    const char *val;
+    const char *val = NULL;
     const char *eq = strchr(arg, '=');
     if (eq != NULL && (size_t)(eq - arg) < sizeof flag) {
       memcpy(flag, arg, (size_t)(eq - arg));
@@ -716,8 +751,29 @@ int main(int argc, char **argv) {
       val = eq + 1;
     } else {
       snprintf(flag, sizeof flag, "%s", arg);
-      val = i + 1 < argc ? argv[++i] : NULL;
     }
+    /* Booleans: --flag alone is true; --flag=B, or --flag B when the next
+     * argument is true or false. */
+    if (strcmp(flag, "--use_tls") == 0 ||
+        strcmp(flag, "--require_client_cert") == 0) {
+      int b = 1;
+      if (val != NULL)
+        b = parse_bool(val);
+      else if (i + 1 < argc && parse_bool(argv[i + 1]) >= 0)
+        b = parse_bool(argv[++i]);
+      if (b < 0) {
+        fprintf(stderr, "%s: %s wants true or false\n", prog, flag);
+        usage(stderr, prog);
+        return 2;
+      }
+      if (strcmp(flag, "--use_tls") == 0)
+        use_tls = b;
+      else
+        require_client_cert = b;
+      continue;
+    }
+    if (val == NULL)
+      val = i + 1 < argc ? argv[++i] : NULL;
     int bad;
     if (strcmp(flag, "--port") == 0) {
       bad = parse_uint(val, 65535, &port);
@@ -727,8 +783,15 @@ int main(int argc, char **argv) {
       bad = val == NULL || *val == '\0';
       if (!bad)
         host = val;
-    } else if (strcmp(flag, "--use_tls") == 0) {
-      bad = val == NULL || strcmp(val, "false") != 0;
+    } else if (strcmp(flag, "--tls_cert") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_cert = val;
+    } else if (strcmp(flag, "--tls_key") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_key = val;
+    } else if (strcmp(flag, "--tls_client_ca") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_client_ca = val;
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, arg);
       usage(stderr, prog);
@@ -739,6 +802,20 @@ int main(int argc, char **argv) {
       usage(stderr, prog);
       return 2;
     }
+  }
+  const char *conflict = NULL;
+  if (use_tls && (tls_cert == NULL || tls_key == NULL))
+    conflict = "--use_tls needs --tls_cert and --tls_key";
+  else if (!use_tls && (tls_cert != NULL || tls_key != NULL ||
+                        tls_client_ca != NULL || require_client_cert))
+    conflict = "--tls_cert, --tls_key, --tls_client_ca and "
+               "--require_client_cert need --use_tls";
+  else if (require_client_cert && tls_client_ca == NULL)
+    conflict = "--require_client_cert needs --tls_client_ca";
+  if (conflict != NULL) {
+    fprintf(stderr, "%s: %s\n", prog, conflict);
+    usage(stderr, prog);
+    return 2;
   }
 
   /* Signals are taken by sigwait() in this thread; blocked before any
@@ -775,8 +852,31 @@ int main(int argc, char **argv) {
   };
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
-      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_new(&srv, opts)) != 0) {
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if (use_tls) {
+    /* The files are read here: a missing or bad one fails now. */
+    sluice_tls_server_config tls;
+    sluice_tls_server_config_init(&tls);
+    tls.cert.file = tls_cert;
+    tls.key.file = tls_key;
+    if (tls_client_ca != NULL) {
+      tls.client_ca.file = tls_client_ca;
+      tls.client_cert = require_client_cert ? SLUICE_CLIENT_CERT_REQUIRE
+                                            : SLUICE_CLIENT_CERT_REQUEST;
+    }
+    if ((rc = sluice_server_opts_set_tls(opts, &tls)) != 0) {
+      fprintf(stderr, "%s: cannot use the TLS credentials: %s\n", prog,
+              rc == SLUICE_ERR_TLS ? sluice_server_opts_last_error(opts)
+                                   : sluice_strerror(rc));
+      exit_code = 2;
+      goto out;
+    }
+  }
+  if ((rc = sluice_server_new(&srv, opts)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

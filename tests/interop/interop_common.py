@@ -1,5 +1,7 @@
 """Shared helpers of the interop peers and tests (run with /usr/bin/python3,
-Debian's python3-grpcio; the pyenv python3 on PATH has no grpc).
+Debian's python3-grpcio; the pyenv python3 on PATH has no grpc), among them
+the TLS flags of every peer and the test certificates
+(scripts/gen-test-certs.sh, run at test time).
 
 helloworld_pb2 is generated at run time with `protoc --python_out` into a
 temporary directory, from examples/helloworld/helloworld.proto: the same file
@@ -36,6 +38,159 @@ def load_helloworld(proto=None, protoc=None):
                     out, proto], check=True, timeout=60)
     sys.path.insert(0, out)
     return importlib.import_module("helloworld_pb2")
+
+
+# ---- TLS: gRPC's flags (--use_tls, --tls_cert, --tls_key, --tls_client_ca,
+# --require_client_cert on servers; --use_tls, --tls_ca,
+# --server_host_override, --tls_cert, --tls_key on clients) and the test
+# certificates of scripts/gen-test-certs.sh.
+
+GEN_TEST_CERTS = os.path.join(HERE, "..", "..", "scripts", "gen-test-certs.sh")
+# The name the test server certificate is checked against (one of its SANs;
+# clients connect to 127.0.0.1 and override the name).
+TEST_SERVER_NAME = "server.test"
+
+
+def make_test_certs():
+    """Runs scripts/gen-test-certs.sh into a new temporary directory (removed
+    at exit) and returns the directory: ca.pem, server.pem/.key,
+    client.pem/.key, other-ca.pem, ... (see the script)."""
+    out = tempfile.mkdtemp(prefix="sluice-certs-")
+    atexit.register(shutil.rmtree, out, True)
+    subprocess.run(["sh", GEN_TEST_CERTS, out], check=True, timeout=120,
+                   stdin=subprocess.DEVNULL)
+    return out
+
+
+def server_tls_flags(certs, mtls=False):
+    """A server's command-line flags for TLS with the certificates of
+    make_test_certs(); mtls also requires a client certificate."""
+    flags = ["--use_tls", "--tls_cert", os.path.join(certs, "server.pem"),
+             "--tls_key", os.path.join(certs, "server.key")]
+    if mtls:
+        flags += ["--tls_client_ca", os.path.join(certs, "ca.pem"),
+                  "--require_client_cert"]
+    return flags
+
+
+def client_tls_flags(certs, mtls=False):
+    """A client's flags for calling a server_tls_flags() server at
+    127.0.0.1; mtls adds the client certificate."""
+    flags = ["--use_tls", "--tls_ca", os.path.join(certs, "ca.pem"),
+             "--server_host_override", TEST_SERVER_NAME]
+    if mtls:
+        flags += ["--tls_cert", os.path.join(certs, "client.pem"),
+                  "--tls_key", os.path.join(certs, "client.key")]
+    return flags
+
+
+def parse_bool(text):
+    """argparse type of gRPC's boolean flags (true/false, 1/0, yes/no)."""
+    import argparse
+    low = text.lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError("want true or false, got %r" % text)
+
+
+def add_bool_flag(ap, name, help_text):
+    """--name alone means true; --name=B and --name B take a boolean."""
+    ap.add_argument(name, nargs="?", const=True, default=False,
+                    type=parse_bool, help=help_text)
+
+
+def add_server_tls_flags(ap):
+    add_bool_flag(ap, "--use_tls", "serve TLS only")
+    ap.add_argument("--tls_cert", help="certificate chain (PEM file)")
+    ap.add_argument("--tls_key", help="private key (PEM file)")
+    ap.add_argument("--tls_client_ca",
+                    help="ask clients for a certificate from these CAs")
+    add_bool_flag(ap, "--require_client_cert",
+                  "refuse clients without a certificate (mutual TLS)")
+
+
+def add_client_tls_flags(ap, override_help="the name the server's "
+                         "certificate is checked against (and SNI)"):
+    add_bool_flag(ap, "--use_tls", "call over TLS")
+    ap.add_argument("--tls_ca",
+                    help="CA certificates to trust (PEM file; default: "
+                    "grpcio's roots)")
+    ap.add_argument("--server_host_override", help=override_help)
+    ap.add_argument("--tls_cert",
+                    help="client certificate chain, for mutual TLS (PEM)")
+    ap.add_argument("--tls_key", help="its private key (PEM)")
+
+
+def _read_pem(ap, flag, path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        ap.exit(2, "%s: %s: cannot read %s: %s\n"
+                % (ap.prog, flag, path, exc.strerror))
+
+
+def server_credentials(ap, args):
+    """grpc.ssl_server_credentials for the flags of add_server_tls_flags(),
+    or None for plaintext. Bad combinations and unreadable files exit 2."""
+    import grpc
+    if not args.use_tls:
+        if (args.tls_cert or args.tls_key or args.tls_client_ca
+                or args.require_client_cert):
+            ap.error("--tls_cert, --tls_key, --tls_client_ca and "
+                     "--require_client_cert need --use_tls")
+        return None
+    if not args.tls_cert or not args.tls_key:
+        ap.error("--use_tls needs --tls_cert and --tls_key")
+    if args.require_client_cert and not args.tls_client_ca:
+        ap.error("--require_client_cert needs --tls_client_ca")
+    cert = _read_pem(ap, "--tls_cert", args.tls_cert)
+    key = _read_pem(ap, "--tls_key", args.tls_key)
+    client_ca = (_read_pem(ap, "--tls_client_ca", args.tls_client_ca)
+                 if args.tls_client_ca else None)
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca,
+        require_client_auth=bool(args.require_client_cert))
+
+
+def add_port(server, address, creds):
+    """server.add_secure_port with creds (from server_credentials()), or
+    add_insecure_port when creds is None; returns the port (0 when it cannot
+    listen)."""
+    try:
+        return (server.add_secure_port(address, creds) if creds
+                else server.add_insecure_port(address))
+    except RuntimeError:
+        return 0
+
+
+def client_channel(ap, args, target, options=()):
+    """grpc.secure_channel for the flags of add_client_tls_flags() (the
+    override becomes grpc.ssl_target_name_override), or
+    grpc.insecure_channel without --use_tls. Bad combinations and
+    unreadable files exit 2. --server_host_override alone is ignored (gRPC's
+    interop clients take it with plaintext too)."""
+    import grpc
+    if not args.use_tls:
+        if args.tls_ca or args.tls_cert or args.tls_key:
+            ap.error("--tls_ca, --tls_cert and --tls_key need --use_tls")
+        return grpc.insecure_channel(target, options=list(options))
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls_cert and --tls_key go together")
+    ca = _read_pem(ap, "--tls_ca", args.tls_ca) if args.tls_ca else None
+    cert = _read_pem(ap, "--tls_cert", args.tls_cert) if args.tls_cert \
+        else None
+    key = _read_pem(ap, "--tls_key", args.tls_key) if args.tls_key else None
+    creds = grpc.ssl_channel_credentials(root_certificates=ca,
+                                         private_key=key,
+                                         certificate_chain=cert)
+    options = list(options)
+    if args.server_host_override:
+        options.append(("grpc.ssl_target_name_override",
+                        args.server_host_override))
+    return grpc.secure_channel(target, creds, options=options)
 
 
 # ---- metadata values as text: bytes outside printable ASCII and the

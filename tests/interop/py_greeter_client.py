@@ -6,11 +6,17 @@ of greeter_server, with greeter_client's command line and output.
                          [--metadata key=value ...] [--print-metadata]
                          [--method /pkg.Service/Method]
                          [--proto FILE] [--protoc PATH]
+                         [--use_tls [--tls_ca FILE]
+                          [--server_host_override NAME]
+                          [--tls_cert FILE --tls_key FILE]]
 
 Prints the reply message on stdout and exits 0; on failure prints
 "<STATUS_NAME>: <details>" on stderr and exits 1; bad flags exit 2.
 Values of "-bin" keys may use \\xNN escapes; --print-metadata prints
 "initial key=value" / "trailing key=value" lines on stderr, escaped alike.
+--use_tls calls over TLS (grpc.ssl_channel_credentials with the CA of
+--tls_ca; --server_host_override becomes grpc.ssl_target_name_override;
+--tls_cert / --tls_key for mutual TLS).
 """
 
 import argparse
@@ -59,13 +65,14 @@ def main():
     ap.add_argument("--method", default=interop_common.SAY_HELLO)
     ap.add_argument("--proto", help="helloworld.proto ($HELLOWORLD_PROTO)")
     ap.add_argument("--protoc", help="protoc ($PROTOC)")
+    interop_common.add_client_tls_flags(ap)
     args = ap.parse_args()
     if args.timeout_ms < 0:
         ap.error("--timeout-ms must not be negative")
     metadata = parse_metadata(ap, args.metadata)
 
     pb = interop_common.load_helloworld(args.proto, args.protoc)
-    with grpc.insecure_channel(args.target) as channel:
+    with interop_common.client_channel(ap, args, args.target) as channel:
         call = channel.unary_unary(
             args.method,
             request_serializer=pb.HelloRequest.SerializeToString,

@@ -3,12 +3,16 @@
 
     py_greeter_server.py [--port N] [--host H] [--threads T]
                          [--proto FILE] [--protoc PATH]
+                         [--use_tls --tls_cert FILE --tls_key FILE
+                          [--tls_client_ca FILE [--require_client_cert]]]
 
 Behaves like examples/helloworld/greeter_server: prints "listening on <port>"
 once it accepts (port 0, the default, picks a free one), replies
 "Hello <name>", echoes request metadata whose key starts with "x-echo-" as
 initial and as trailing metadata, answers a name "sleep:<ms>" after <ms> ms,
-and stops gracefully (2 s grace) on SIGINT/SIGTERM.
+and stops gracefully (2 s grace) on SIGINT/SIGTERM. --use_tls serves TLS
+only (grpc.ssl_server_credentials from the PEM files of --tls_cert and
+--tls_key; --tls_client_ca / --require_client_cert for mutual TLS).
 """
 
 import argparse
@@ -40,9 +44,11 @@ def main():
                     help="handler threads (default 64)")
     ap.add_argument("--proto", help="helloworld.proto ($HELLOWORLD_PROTO)")
     ap.add_argument("--protoc", help="protoc ($PROTOC)")
+    interop_common.add_server_tls_flags(ap)
     args = ap.parse_args()
     if not 0 <= args.port <= 65535 or args.threads < 0:
         ap.error("bad --port or --threads")
+    creds = interop_common.server_credentials(ap, args)  # None: plaintext
 
     pb = interop_common.load_helloworld(args.proto, args.protoc)
 
@@ -70,7 +76,8 @@ def main():
     host = args.host
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
-    port = server.add_insecure_port("%s:%d" % (host, args.port))
+    port = interop_common.add_port(server, "%s:%d" % (host, args.port),
+                                   creds)
     if port == 0:
         print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
         return 1

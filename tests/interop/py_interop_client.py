@@ -2,7 +2,9 @@
 """gRPC interop test client on stock grpcio.
 
     py_interop_client.py --server_host H --server_port P --test_case NAME
-                         [--server_host_override X] [--use_tls false]
+                         [--use_tls [--tls_ca FILE]
+                          [--server_host_override NAME]
+                          [--tls_cert FILE --tls_key FILE]]
                          [--skip_compression_probe]
                          [--proto_dir DIR] [--protoc PATH]
 
@@ -13,7 +15,12 @@ or "all" (every case of CASES, in that order). Prints one line per case,
 (2 on a usage error, 77 when grpc cannot be imported). Every wait is bounded:
 each call has a deadline (CALL_TIMEOUT_S unless the case sets its own).
 
-Plaintext only; --server_host_override is accepted and ignored.
+--use_tls (alone, =true or =false; gRPC's flag) calls over TLS:
+grpc.ssl_channel_credentials with the CA certificates of --tls_ca (grpcio's
+roots without it) and, for mutual TLS, --tls_cert / --tls_key;
+--server_host_override NAME becomes grpc.ssl_target_name_override (the name
+the server's certificate is checked against). Without --use_tls it is
+ignored, and so is --use_test_ca.
 
 Adaptations to what a grpcio client can do (a C peer should do the same to
 line up with it):
@@ -48,6 +55,7 @@ except ImportError:  # not Debian's python3-grpcio: ctest shows a skip
     sys.exit(77)
 
 from py_interop_server import load_testing_protos  # noqa: E402
+import interop_common as ic  # noqa: E402
 
 CALL_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10.0
@@ -437,14 +445,12 @@ def run_case(client, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server_host", default="127.0.0.1")
-    ap.add_argument("--server_host_override", help="ignored (no TLS)")
     ap.add_argument("--server_port", type=int, required=True)
     ap.add_argument("--test_case", required=True,
                     help="a case, a comma-separated list, or all: "
                     + ", ".join(CASES))
-    ap.add_argument("--use_tls", default="false",
-                    help="only false is supported")
-    ap.add_argument("--use_test_ca", help="ignored (no TLS)")
+    ic.add_client_tls_flags(ap)
+    ap.add_argument("--use_test_ca", help="ignored: the CA is --tls_ca's")
     ap.add_argument("--skip_compression_probe", action="store_true",
                     help="skip the expect_compressed INVALID_ARGUMENT probes "
                     "(for servers that cannot check expect_compressed)")
@@ -455,8 +461,6 @@ def main():
     args = ap.parse_args()
     if not 0 < args.server_port <= 65535:
         ap.error("bad --server_port")
-    if args.use_tls.lower() not in ("false", "0", "no"):
-        ap.error("--use_tls: TLS is not supported")
     cases = (CASES if args.test_case == "all"
              else [c for c in args.test_case.split(",") if c])
     unknown = [c for c in cases if c not in CASES]
@@ -470,7 +474,7 @@ def main():
         host = "[%s]" % host
     target = "%s:%d" % (host, args.server_port)
     failed = 0
-    with grpc.insecure_channel(target) as channel:
+    with ic.client_channel(ap, args, target) as channel:
         try:
             grpc.channel_ready_future(channel).result(
                 timeout=CONNECT_TIMEOUT_S)

@@ -2,6 +2,8 @@
 """grpc.testing.TestService on stock grpcio: the reference interop server.
 
     py_interop_server.py --port N [--host H] [--proto_dir DIR] [--protoc PATH]
+                         [--use_tls --tls_cert FILE --tls_key FILE
+                          [--tls_client_ca FILE [--require_client_cert]]]
 
 Implements the "Server" section of gRPC's doc/interop-test-descriptions.md
 with grpcio's generic handler API (no grpc_tools): EmptyCall, UnaryCall,
@@ -10,6 +12,11 @@ and HalfDuplexCall; UnimplementedCall and grpc.testing.UnimplementedService are
 left out, so they answer UNIMPLEMENTED. Prints "listening on <port>" (the
 py_greeter_server.py convention) and flushes once it accepts calls; --port 0
 picks a free port. Stops gracefully (2 s grace) on SIGTERM/SIGINT.
+
+--use_tls (alone, =true or =false; gRPC's flag) serves TLS only, with
+grpc.ssl_server_credentials from the PEM files of --tls_cert and --tls_key;
+--tls_client_ca asks clients for a certificate from those CAs and
+--require_client_cert refuses clients without one (mutual TLS).
 
 The message classes come from `protoc --python_out`, run at start-up into a
 temporary directory, from examples/interop/grpc/testing/*.proto
@@ -42,6 +49,9 @@ import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import interop_common as ic  # noqa: E402
+
 DEFAULT_PROTO_DIR = os.path.join(HERE, "..", "..", "examples", "interop")
 
 try:
@@ -268,8 +278,7 @@ def main():
     ap.add_argument("--port", type=int, required=True,
                     help="port to listen on, 0 picks a free one")
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--use_tls", default="false",
-                    help="only false is supported")
+    ic.add_server_tls_flags(ap)
     ap.add_argument("--threads", type=int, default=64,
                     help="handler threads")
     ap.add_argument("--proto_dir",
@@ -279,8 +288,7 @@ def main():
     args = ap.parse_args()
     if not 0 <= args.port <= 65535 or args.threads <= 0:
         ap.error("bad --port or --threads")
-    if args.use_tls.lower() not in ("false", "0", "no"):
-        ap.error("--use_tls: TLS is not supported")
+    creds = ic.server_credentials(ap, args)  # None: plaintext
 
     pb = load_testing_protos(args.proto_dir, args.protoc)
     service = TestService(pb)
@@ -290,10 +298,7 @@ def main():
     host = args.host
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
-    try:
-        port = server.add_insecure_port("%s:%d" % (host, args.port))
-    except RuntimeError:
-        port = 0
+    port = ic.add_port(server, "%s:%d" % (host, args.port), creds)
     if port == 0:
         print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
         return 1

@@ -2,6 +2,7 @@
 """Runs one interop pairing: a grpc.testing.TestService server and a client.
 
     run_interop.py [--pick_port] [--ready_timeout S] [--client_timeout S]
+                   [--tls | --mtls]
                    --server CMD [ARG...] --client CMD [ARG...]
 
 The server is started as `CMD ARG... --port 0` (or, with --pick_port, with a
@@ -14,6 +15,19 @@ for at most --client_timeout seconds (150). Afterwards the server gets
 SIGTERM (SIGKILL after 10 s). The exit code is the client's (1 when it had to
 be killed or the server never got ready; 77, a ctest skip, when either side
 exits 77 before the run, i.e. grpc is not importable).
+
+The options of this script come first: everything after --server up to
+--client belongs to the server's command, everything after --client up to
+--server to the client's.
+
+--tls runs the pairing over TLS with test certificates generated here
+(scripts/gen-test-certs.sh into a temporary directory D): the server gets
+`--use_tls --tls_cert D/server.pem --tls_key D/server.key`, the client
+`--use_tls --tls_ca D/ca.pem --server_host_override server.test`. --mtls is
+--tls with client certificates: the server also gets `--tls_client_ca
+D/ca.pem --require_client_cert`, the client `--tls_cert D/client.pem
+--tls_key D/client.key`. Other TLS flags can be given to either side as its
+own ARGs.
 
 A CMD ending in .py runs under this interpreter. Both sides can be the
 grpcio peers (py_interop_server.py, py_interop_client.py) or sluice's
@@ -41,12 +55,18 @@ def usage(msg):
 
 def parse(argv):
     opts = {"pick_port": False, "ready_timeout": 20.0,
-            "client_timeout": 150.0, "server": None, "client": None}
+            "client_timeout": 150.0, "server": None, "client": None,
+            "tls": None}
     i = 0
     while i < len(argv):
         a = argv[i]
         if a == "--pick_port":
             opts["pick_port"] = True
+            i += 1
+        elif a in ("--tls", "--mtls"):
+            if opts["tls"] not in (None, a[2:]):
+                usage("--tls and --mtls exclude each other")
+            opts["tls"] = a[2:]
             i += 1
         elif a in ("--ready_timeout", "--client_timeout") and \
                 i + 1 < len(argv):
@@ -90,6 +110,19 @@ def main():
     opts = parse(sys.argv[1:])
     ic.exit_on_signals()
     server_cmd = command(opts["server"])
+    tls_client_flags = []
+    if opts["tls"]:
+        try:
+            certs = ic.make_test_certs()
+        except (OSError, subprocess.SubprocessError) as exc:
+            print("cannot generate the test certificates: %s" % exc,
+                  file=sys.stderr)
+            return 1
+        mtls = opts["tls"] == "mtls"
+        server_cmd += ic.server_tls_flags(certs, mtls)
+        tls_client_flags = ic.client_tls_flags(certs, mtls)
+        print("%s with the test certificates of %s"
+              % ("mutual TLS" if mtls else "TLS", certs), flush=True)
     if not has_flag(server_cmd, "--port"):
         server_cmd += ["--port",
                        str(free_port() if opts["pick_port"] else 0)]
@@ -105,7 +138,7 @@ def main():
         print("server ready on port %d after %.2f s: %s"
               % (srv.port, time.monotonic() - t0, " ".join(server_cmd)),
               flush=True)
-        client_cmd = command(opts["client"])
+        client_cmd = command(opts["client"]) + tls_client_flags
         client_cmd += ["--server_host", "127.0.0.1",
                        "--server_port", str(srv.port)]
         if not has_flag(client_cmd, "--test_case"):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Interop: the stock grpcio client against a greeter server.
 
-    test_against_py_client.py --server PATH
+    test_against_py_client.py --server PATH [--tls]
 
 PATH is greeter_server (the C server under test) or py_greeter_server.py
 (the harness checking itself). Starts it on a free port and checks: a plain
@@ -10,6 +10,16 @@ grpcio sees them), deadline expiry, an unknown method and an unknown service
 (UNIMPLEMENTED), 50 concurrent calls, the server still healthy afterwards,
 py_greeter_client.py as a subprocess, and graceful shutdown on SIGTERM with a
 call in flight.
+
+--tls runs all of it over TLS with test certificates generated at start
+(scripts/gen-test-certs.sh; the server gets --use_tls --tls_cert --tls_key,
+grpcio channels are grpc.secure_channel with the test CA and
+grpc.ssl_target_name_override server.test) and adds TLS checks: an
+untrusted CA and a plaintext client fail with UNAVAILABLE and leave the
+server healthy; mutual TLS against a second server that requires a client
+certificate (with one; without one; a server that is not a .py script, i.e.
+greeter_server, must send the client certificate's subject back as initial
+metadata x-peer-identity).
 """
 
 import argparse
@@ -35,11 +45,23 @@ CONCURRENT = 50
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
+    ap.add_argument("--tls", action="store_true")
     args = ap.parse_args()
     ic.exit_on_signals()
-    server_cmd = ic.command_for(os.path.abspath(args.server)) + ["--port", "0"]
+    server_path = ic.command_for(os.path.abspath(args.server))
+    certs = ic.make_test_certs() if args.tls else None
+    server_cmd = server_path + (ic.server_tls_flags(certs) if certs else []) \
+        + ["--port", "0"]
     pb = ic.load_helloworld()
     c = ic.Checks()
+    if certs:
+        print("TLS with the test certificates of %s" % certs, flush=True)
+
+    def channel(target, ca="ca.pem", client_cert=False):
+        """A channel to target: over TLS (trusting certs/ca) with --tls."""
+        if not certs:
+            return grpc.insecure_channel(target)
+        return tls_channel(certs, target, ca, client_cert)
 
     def stub(channel, path=ic.SAY_HELLO):
         return channel.unary_unary(
@@ -53,8 +75,7 @@ def main():
             return e.code(), e.details()
         return grpc.StatusCode.OK, ""
 
-    with ic.Server(server_cmd) as srv, \
-            grpc.insecure_channel(srv.target) as ch:
+    with ic.Server(server_cmd) as srv, channel(srv.target) as ch:
         say_hello = stub(ch)
 
         try:
@@ -119,7 +140,7 @@ def main():
 
         # Same again from several threads over separate channels.
         def one_channel(i):
-            with grpc.insecure_channel(srv.target) as ch2:
+            with channel(srv.target) as ch2:
                 return stub(ch2)(pb.HelloRequest(name="t%d" % i),
                                  timeout=TIMEOUT_S).message
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -131,6 +152,17 @@ def main():
                 c.check("16 channels from 8 threads", False,
                         "%s: %s" % (e.code(), e.details()))
 
+        if certs:
+            for what, ch3 in (
+                    ("untrusted CA", channel(srv.target, ca="other-ca.pem")),
+                    ("plaintext client", grpc.insecure_channel(srv.target))):
+                with ch3:
+                    code, details = code_of(lambda: stub(ch3)(
+                        pb.HelloRequest(name="x"), timeout=TIMEOUT_S))
+                c.check("tls: %s fails with UNAVAILABLE" % what,
+                        code == grpc.StatusCode.UNAVAILABLE,
+                        "%s: %s" % (code, details))
+
         code, details = code_of(lambda: say_hello(
             pb.HelloRequest(name="after"), timeout=TIMEOUT_S))
         c.check("server healthy after all that", code == grpc.StatusCode.OK,
@@ -138,6 +170,7 @@ def main():
 
         r = ic.run(ic.command_for(os.path.join(ic.HERE,
                                                "py_greeter_client.py"))
+                   + (ic.client_tls_flags(certs) if certs else [])
                    + ["--target", srv.target, "--name", "world"])
         c.check("py_greeter_client.py", r.returncode == 0
                 and r.stdout == "Hello world\n",
@@ -162,7 +195,54 @@ def main():
                 "rc=%r" % stopped.get("rc"))
         c.check("shutdown: within 5 s", took < 5.0, "%.2fs" % took)
 
+    if certs:
+        mtls_checks(c, pb, stub, code_of, server_path, certs)
     c.exit()
+
+
+def tls_channel(certs, target, ca="ca.pem", client_cert=False):
+    """grpc.secure_channel to target trusting certs/ca, checking the name
+    server.test; with client_cert, presenting certs/client.pem."""
+    def read(name):
+        with open(os.path.join(certs, name), "rb") as f:
+            return f.read()
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read(ca),
+        private_key=read("client.key") if client_cert else None,
+        certificate_chain=read("client.pem") if client_cert else None)
+    return grpc.secure_channel(
+        target, creds,
+        options=[("grpc.ssl_target_name_override", ic.TEST_SERVER_NAME)])
+
+
+def mtls_checks(c, pb, stub, code_of, server_path, certs):
+    """Mutual TLS: a server that requires a client certificate from ca."""
+    cmd = server_path + ic.server_tls_flags(certs, mtls=True) + ["--port",
+                                                                 "0"]
+    with ic.Server(cmd) as srv:
+        with tls_channel(certs, srv.target, client_cert=True) as ch:
+            try:
+                reply, info = stub(ch).with_call(pb.HelloRequest(name="mtls"),
+                                                 timeout=TIMEOUT_S)
+                c.check("mtls: client with a certificate",
+                        reply.message == "Hello mtls", repr(reply.message))
+                if not server_path[-1].endswith(".py"):
+                    ids = [v for k, v in info.initial_metadata() or ()
+                           if k == "x-peer-identity"]
+                    c.check("mtls: the server saw the client certificate's "
+                            "subject", len(ids) == 1
+                            and "CN=sluice-test-client" in ids[0], repr(ids))
+            except grpc.RpcError as e:
+                c.check("mtls: client with a certificate", False,
+                        "%s: %s" % (e.code(), e.details()))
+        with tls_channel(certs, srv.target) as ch:
+            code, details = code_of(lambda: stub(ch)(
+                pb.HelloRequest(name="x"), timeout=TIMEOUT_S))
+            c.check("mtls: client without a certificate fails with "
+                    "UNAVAILABLE", code == grpc.StatusCode.UNAVAILABLE,
+                    "%s: %s" % (code, details))
+        rc = srv.stop()
+        c.check("mtls: server stops on SIGTERM", rc == 0, "rc=%r" % rc)
 
 
 if __name__ == "__main__":
