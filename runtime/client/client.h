@@ -125,6 +125,7 @@ struct sluice__cconn {
   int ready;    /* TCP connected and session created */
   int draining; /* GOAWAY received: no new streams */
   int failed_before_ready;
+  int got_settings; /* the server's first SETTINGS arrived */
 };
 
 struct sluice_channel_opts {

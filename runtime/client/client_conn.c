@@ -168,6 +168,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     sluice__channel_dispatch(cc->dest->ch);
     break;
   case NGHTTP2_SETTINGS:
+    cc->got_settings = 1;
     /* MAX_CONCURRENT_STREAMS may have grown. */
     sluice__channel_dispatch(cc->dest->ch);
     break;
@@ -388,9 +389,14 @@ static void on_established(sluice__conn *conn) {
 static void on_closed(sluice__conn *conn, const char *reason) {
   sluice__cconn *cc = (sluice__cconn *)conn;
   sluice__dest *d = cc->dest;
-  char msg[200];
-  snprintf(msg, sizeof msg, "connection to %s lost: %s", d->addr.name,
-           reason ? reason : "closed");
+  char msg[400];
+  /* A server that never spoke HTTP/2 to a plaintext client most likely
+   * expects TLS: say so. */
+  int hint = cc->ready && !cc->got_settings && !conn->tls;
+  snprintf(msg, sizeof msg, "connection to %s lost: %s%s", d->addr.name,
+           reason ? reason : "closed",
+           hint ? " before any HTTP/2 settings (is the server expecting TLS?)"
+                : "");
   while (!sluice__link_empty(&cc->calls)) {
     sluice__ccall *c = (sluice__ccall *)((char *)cc->calls.next -
                                          offsetof(sluice__ccall, link));

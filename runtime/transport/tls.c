@@ -178,6 +178,20 @@ static int select_h2(SSL *ssl, const unsigned char **out, unsigned char *outlen,
   return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
+/* A client hello without ALPN would otherwise complete the handshake and
+ * only then be dropped: refuse it at once with the alert that says why. */
+static int need_alpn(SSL *ssl, int *alert, void *arg) {
+  (void)arg;
+  const unsigned char *ext;
+  size_t len;
+  if (SSL_client_hello_get0_ext(
+          ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext,
+          &len) == 1)
+    return SSL_CLIENT_HELLO_SUCCESS;
+  *alert = SSL_AD_NO_APPLICATION_PROTOCOL;
+  return SSL_CLIENT_HELLO_ERROR;
+}
+
 int sluice__tls_ctx_server(sluice__tls_ctx **out,
                            const sluice_tls_server_config *cfg, char *err,
                            size_t errlen) {
@@ -195,6 +209,7 @@ int sluice__tls_ctx_server(sluice__tls_ctx **out,
     return SLUICE_ERR_NOMEM;
   }
   SSL_CTX_set_alpn_select_cb(ctx, select_h2, NULL);
+  SSL_CTX_set_client_hello_cb(ctx, need_alpn, NULL);
   int rv = load_cert_and_key(ctx, &cfg->cert, &cfg->key, err, errlen);
   if (rv == 0 && cfg->client_cert != SLUICE_CLIENT_CERT_NONE) {
     rv = load_cas(ctx, &cfg->client_ca, 1, err, errlen);
