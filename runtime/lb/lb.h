@@ -1,0 +1,204 @@
+/* Client-side load balancing and back-pressure: which destination a call
+ * goes to, and whether it may be sent at all.
+ *
+ * Pure code, no I/O and no clock of its own: every function takes `now` in
+ * nanoseconds, so strategies are unit-tested against simulated destinations
+ * with a deterministic clock. The channel (client/channel.c) owns one
+ * sluice__lb and one sluice__lb_dest per destination, calls pick() for each
+ * call, on_sent() when the call is handed to a connection, on_complete()
+ * when it ends, and on_peer_load() when a server reports its load
+ * (endpoint-load-metrics-bin trailer). Everything runs on the channel's loop
+ * thread.
+ *
+ * Layers: lb/ includes only core/ and sluice/ headers.
+ */
+#ifndef SLUICE_LB_LB_H
+#define SLUICE_LB_LB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/histogram.h"
+#include "sluice/status.h"
+
+/* Paths (methods) tracked separately per destination; a channel's paths
+ * beyond this share the last slot. */
+#define SLUICE__LB_MAX_PATHS 8
+
+/* Why a call was not sent (also the stats' drop reasons). */
+typedef enum sluice__lb_verdict {
+  SLUICE__LB_PICKED = 0,     /* *chosen is set */
+  SLUICE__LB_NONE = 1,       /* no usable destination (none connected) */
+  SLUICE__LB_OVER_LIMIT = 2, /* every usable destination is at its limit */
+  SLUICE__LB_PATH_LIMIT = 3, /* ... at its limit for this call's path */
+  SLUICE__LB_DEADLINE = 4    /* no destination can answer before the
+                                call's deadline */
+} sluice__lb_verdict;
+
+/* Tunables; sluice__lb_config_default() gives the defaults in comments. */
+typedef struct sluice__lb_config {
+  double initial_limit;  /* 1000: permissive start, behaves like lcc */
+  double min_limit;      /* 1 */
+  double max_limit;      /* 10000 */
+  double path_share;     /* 0.5: a path may hold at most this share of a
+                            destination's limit while other paths are
+                            active (so a slow method cannot starve a fast
+                            one) */
+  uint64_t window_ns;    /* 100 ms: rate measurement window */
+  uint64_t min_rtt_reset_ns; /* 10 s: the no-load latency is re-learnt */
+  double tolerance;      /* 1.5: latency may grow to tolerance x min RTT
+                            before the gradient limiter backs off */
+  double smoothing;      /* 0.2: EWMA factor of latency and limit moves */
+  double bcc_low, bcc_high; /* 0.5, 0.9: usage thresholds (in_flight/limit) */
+  double btc_low, btc_high; /* 0.5, 0.9: segment thresholds, both axes */
+  uint64_t btc_dwell_ns;    /* 200 ms: minimum time between BTC actions */
+  int lcc_p2c;              /* 0: ties by round robin; 1: power of 2 choices */
+} sluice__lb_config;
+
+void sluice__lb_config_default(sluice__lb_config *c);
+
+/* What the balancer knows of a call. */
+typedef struct sluice__lb_call {
+  uint32_t path_id;     /* 0..SLUICE__LB_MAX_PATHS-1 */
+  uint32_t size;        /* serialized request bytes (first message) */
+  uint64_t deadline_ns; /* absolute, on sluice_now_ns's clock; 0 = none */
+} sluice__lb_call;
+
+/* A server's own load report (ORCA endpoint-load-metrics). Unknown fields
+ * are negative. */
+typedef struct sluice__lb_peer_load {
+  double utilization; /* 0..1 (cpu_utilization or application_utilization) */
+  double rps;         /* the server's completion rate */
+  double queue_ms;    /* time calls wait before their handler */
+  double in_flight;
+} sluice__lb_peer_load;
+
+/* Measurements of one destination, kept by lb_est.c for every strategy. */
+typedef struct sluice__lb_est {
+  uint32_t in_flight;
+  uint32_t path_in_flight[SLUICE__LB_MAX_PATHS];
+  double lat_ewma_ns;   /* EWMA of completed calls' latency; 0 = none yet */
+  double lat_min_ns;    /* windowed minimum: the no-load latency; 0 = none */
+  uint64_t lat_min_since_ns;
+  double rate_calls;    /* completions per second (last full window) */
+  double rate_bytes;    /* request+response bytes per second */
+  double rate_max;      /* highest rate_calls seen: the capacity estimate */
+  uint64_t win_start_ns;
+  uint64_t win_calls, win_bytes;
+  double limit;         /* gradient concurrency limit (Gradient2-like):
+                           min_limit..max_limit */
+  double path_lat_ewma_ns[SLUICE__LB_MAX_PATHS];
+  double peer_util;     /* last report, < 0 none */
+  double peer_queue_ms;
+  uint64_t peer_load_ns;
+  uint64_t samples;     /* completed calls measured */
+} sluice__lb_est;
+
+void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
+                         uint64_t now);
+void sluice__lb_est_sent(sluice__lb_est *e, const sluice__lb_call *call,
+                         uint64_t now);
+/* A call ended after latency_ns. overload is non-zero when its status says
+ * the destination was overloaded or too slow (RESOURCE_EXHAUSTED,
+ * DEADLINE_EXCEEDED, UNAVAILABLE): the limit backs off. */
+void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
+                         const sluice__lb_call *call, uint64_t latency_ns,
+                         int overload, uint32_t resp_size, uint64_t now);
+void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
+                              uint64_t now);
+/* Expected time until a call sent now would complete here: its wait behind
+ * the calls in flight (in_flight / completion rate) plus the latency
+ * estimate. 0 when nothing was measured yet. */
+uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now);
+
+/* Per-destination stats, kept by lb.c. */
+typedef struct sluice__lb_stats {
+  uint64_t sent, ok, failed;
+  uint64_t dropped[5]; /* by sluice__lb_verdict (PICKED unused) */
+  sluice__histogram latency;      /* completed calls, microseconds */
+  uint64_t algo_ns_sum, algo_n;   /* pick() time */
+  uint64_t strat_ns_sum, strat_n; /* pick until the request is flushed */
+} sluice__lb_stats;
+
+/* One destination as the balancer sees it. */
+typedef struct sluice__lb_dest {
+  int usable;  /* connected: may be picked (set by the channel) */
+  sluice__lb_est est;
+  double limit; /* the strategy's admission limit; 0 = none (rr) */
+  int state;    /* strategy-defined (bcc: 0 low, 1 normal, 2 high; btc:
+                   0..8 = throughput segment * 3 + concurrency segment) */
+  uint64_t state_since_ns;
+  uint64_t last_action_ns;
+  sluice__lb_stats stats;
+} sluice__lb_dest;
+
+typedef struct sluice__lb sluice__lb;
+
+typedef struct sluice__lb_ops {
+  const char *name;
+  /* Sets up d's strategy fields (limit, state). */
+  void (*dest_init)(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
+  /* Chooses among dests[0..n) whose usable flag is set. O(1) for rr,
+   * O(n) at worst for the others. Returns PICKED with *chosen set, or why
+   * not. */
+  sluice__lb_verdict (*pick)(sluice__lb *lb, sluice__lb_dest *const *dests,
+                             size_t n, const sluice__lb_call *call,
+                             uint64_t now, size_t *chosen);
+  /* The call was handed to d's connection. */
+  void (*on_sent)(sluice__lb *lb, sluice__lb_dest *d,
+                  const sluice__lb_call *call, uint64_t now);
+  /* The call sent to d ended. */
+  void (*on_complete)(sluice__lb *lb, sluice__lb_dest *d,
+                      const sluice__lb_call *call, uint64_t latency_ns,
+                      sluice_status_code code, uint32_t resp_size,
+                      uint64_t now);
+  /* d reported its load. */
+  void (*on_peer_load)(sluice__lb *lb, sluice__lb_dest *d,
+                       const sluice__lb_peer_load *l, uint64_t now);
+  /* A short name of d's state ("normal", "T-mid/C-high" ...). */
+  const char *(*state_name)(const sluice__lb_dest *d);
+} sluice__lb_ops;
+
+struct sluice__lb {
+  const sluice__lb_ops *ops;
+  sluice__lb_config cfg;
+  size_t rr_next;
+  uint64_t rng; /* xorshift state (p2c) */
+};
+
+/* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
+const sluice__lb_ops *sluice__lb_find(const char *name);
+extern const sluice__lb_ops sluice__lb_rr, sluice__lb_lcc, sluice__lb_bcc,
+    sluice__lb_btc;
+
+/* Sets lb up with ops and cfg (NULL = defaults). */
+void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
+                     const sluice__lb_config *cfg);
+void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
+
+/* What the channel calls: pick (with algo-time and drop accounting),
+ * sent, complete (latency histogram, ok/failed, estimators, then the
+ * strategy), peer load. */
+sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, sluice__lb_dest *const *dests,
+                                   size_t n, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen);
+void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
+                     const sluice__lb_call *call, uint64_t now);
+void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
+                         const sluice__lb_call *call, uint64_t latency_ns,
+                         sluice_status_code code, uint32_t resp_size,
+                         uint64_t now);
+void sluice__lb_peer_load(sluice__lb *lb, sluice__lb_dest *d,
+                          const sluice__lb_peer_load *l, uint64_t now);
+
+/* Helpers shared by strategies. */
+/* Non-zero when d may take call under limit (its own and its path's). */
+int sluice__lb_admits(const sluice__lb *lb, const sluice__lb_dest *d,
+                      const sluice__lb_call *call);
+/* Non-zero when call's deadline leaves time for d's expected latency. */
+int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
+                       uint64_t now);
+/* xorshift64* in [0, n). */
+size_t sluice__lb_rand(sluice__lb *lb, size_t n);
+
+#endif
