@@ -80,6 +80,9 @@ typedef struct sluice__lb_est {
   double lat_ewma_ns;   /* EWMA of completed calls' latency; 0 = none yet */
   double lat_min_ns;    /* windowed minimum: the no-load latency; 0 = none */
   uint64_t lat_min_since_ns;
+  double lat_min_cur_ns; /* minimum of the current period (since
+                            lat_min_since_ns): replaces lat_min_ns when
+                            the period ends; 0 = none */
   double rate_calls;    /* completions per second (last full window) */
   double rate_bytes;    /* request+response bytes per second */
   double rate_max;      /* highest rate_calls seen: the capacity estimate */
@@ -88,6 +91,11 @@ typedef struct sluice__lb_est {
   double limit;         /* gradient concurrency limit (Gradient2-like):
                            min_limit..max_limit */
   double path_lat_ewma_ns[SLUICE__LB_MAX_PATHS];
+  /* Per-path windowed minimum, as lat_min_ns: the gradient compares a
+   * path's latency with its own no-load latency, so a channel mixing a
+   * 1 ms and a 100 ms method does not read the mix as queueing. */
+  double path_lat_min_ns[SLUICE__LB_MAX_PATHS];
+  double path_lat_min_cur_ns[SLUICE__LB_MAX_PATHS];
   double peer_util;     /* last report, < 0 none */
   double peer_queue_ms;
   uint64_t peer_load_ns;
@@ -164,6 +172,8 @@ struct sluice__lb {
   sluice__lb_config cfg;
   size_t rr_next;
   uint64_t rng; /* xorshift state (p2c) */
+  uint64_t dropped[5]; /* channel-level drops by sluice__lb_verdict
+                          (PICKED unused), counted by sluice__lb_pick */
 };
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
@@ -178,7 +188,7 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
 
 /* What the channel calls: pick (with algo-time and drop accounting),
  * sent, complete (latency histogram, ok/failed, estimators, then the
- * strategy), peer load. */
+ * strategy), peer load report. */
 sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, sluice__lb_dest *const *dests,
                                    size_t n, const sluice__lb_call *call,
                                    uint64_t now, size_t *chosen);
@@ -188,14 +198,22 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
                          const sluice__lb_call *call, uint64_t latency_ns,
                          sluice_status_code code, uint32_t resp_size,
                          uint64_t now);
-void sluice__lb_peer_load(sluice__lb *lb, sluice__lb_dest *d,
-                          const sluice__lb_peer_load *l, uint64_t now);
+/* (Named _peer_report, not _peer_load: that is the report's type.) */
+void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
+                            const sluice__lb_peer_load *l, uint64_t now);
 
 /* Helpers shared by strategies. */
 /* Non-zero when d may take call under limit (its own and its path's). */
 int sluice__lb_admits(const sluice__lb *lb, const sluice__lb_dest *d,
                       const sluice__lb_call *call);
-/* Non-zero when call's deadline leaves time for d's expected latency. */
+/* PICKED when d may take call: admitted (sluice__lb_admits) and in time
+ * (sluice__lb_in_time); otherwise why not (OVER_LIMIT, PATH_LIMIT,
+ * DEADLINE). d must be usable. */
+sluice__lb_verdict sluice__lb_check(const sluice__lb *lb,
+                                    const sluice__lb_dest *d,
+                                    const sluice__lb_call *call, uint64_t now);
+/* Non-zero when call's deadline leaves time for d's expected latency
+ * (the call's path's latency when that path was measured here). */
 int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
                        uint64_t now);
 /* xorshift64* in [0, n). */
