@@ -43,7 +43,9 @@ typedef struct sluice__lb_config {
   double path_share;     /* 0.5: a path may hold at most this share of a
                             destination's limit while other paths are
                             active (so a slow method cannot starve a fast
-                            one) */
+                            one); a path holding less than min(share,
+                            1 - share) of the limit is admitted even at
+                            the limit, up to that much above it */
   uint64_t window_ns;    /* 100 ms: rate measurement window */
   uint64_t min_rtt_reset_ns; /* 10 s: the no-load latency is re-learnt */
   double tolerance;      /* 1.5: latency may grow to tolerance x min RTT

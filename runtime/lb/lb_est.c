@@ -1,0 +1,220 @@
+/* What each destination measures, whatever the strategy: calls in flight
+ * (per path too), latency (EWMA and windowed minimum, per path too),
+ * completion rate, and a gradient concurrency limit in the manner of
+ * Netflix concurrency-limits' Gradient2 and Envoy's adaptive concurrency
+ * filter. Every update is O(1) and clock-free (`now` comes in).
+ *
+ * The gradient limit. After each successful call on path p:
+ *   gradient  = clamp(tolerance * min_p / ewma_p, 0.5, 1.0)
+ *   new       = limit * gradient + sqrt(limit)      (queue allowance)
+ *   limit     = limit + smoothing * (new - limit),  clamped to
+ *               [min_limit, max_limit]
+ * While latency stays within tolerance of the no-load latency the gradient
+ * is 1 and the limit grows by ~sqrt(limit) steps; once calls queue at the
+ * destination the latency rises and the limit shrinks until
+ *   limit * (1 - gradient) = sqrt(limit),
+ * i.e. a little above the concurrency the destination serves without
+ * queueing. The limit grows only while it is being used (in flight at least
+ * half of it), as Gradient2 does: an idle channel keeps its permissive
+ * initial limit instead of inflating it to max_limit. A call that failed
+ * for overload (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, UNAVAILABLE) cuts
+ * the limit by 10 % at once, as a loss does in AIMD.
+ *
+ * The gradient compares a path's latency with that path's own minimum, so
+ * a channel that mixes a 1 ms and a 100 ms method does not read the mix
+ * as queueing. */
+#include <string.h>
+
+#include "lb/lb.h"
+
+#define OVERLOAD_CUT 0.9
+#define RATE_MAX_DECAY 0.99
+#define GRADIENT_MIN 0.5
+
+/* sqrt without libm (runtime/ does not link it): a bit-level first guess
+ * (halved exponent) and Newton steps; exact enough for a queue allowance
+ * and O(1). */
+static double lb_sqrt(double x) {
+  if (!(x > 0))
+    return 0;
+  union {
+    double d;
+    uint64_t u;
+  } v = {x};
+  v.u = (v.u >> 1) + (UINT64_C(1023) << 51);
+  double r = v.d;
+  for (int i = 0; i < 5; i++)
+    r = 0.5 * (r + x / r);
+  return r;
+}
+
+static uint32_t path_of(const sluice__lb_call *call) {
+  return call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
+                                              : SLUICE__LB_MAX_PATHS - 1;
+}
+
+static double clamp(double v, double lo, double hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
+                         uint64_t now) {
+  memset(e, 0, sizeof *e);
+  e->limit = clamp(cfg->initial_limit, cfg->min_limit, cfg->max_limit);
+  e->lat_min_since_ns = now;
+  e->win_start_ns = now;
+  e->peer_util = -1;
+  e->peer_queue_ms = -1;
+}
+
+void sluice__lb_est_sent(sluice__lb_est *e, const sluice__lb_call *call,
+                         uint64_t now) {
+  (void)now;
+  e->in_flight++;
+  e->path_in_flight[path_of(call)]++;
+}
+
+/* The minimum is re-learnt every min_rtt_reset_ns: the current period's
+ * minimum replaces the old one when the period ends, so a destination
+ * that became slower for good (new hardware, heavier data) is not judged
+ * forever against its old best, while one slow period cannot erase the
+ * minimum before a new one was measured. */
+static void roll_min_period(sluice__lb_est *e, const sluice__lb_config *cfg,
+                            uint64_t now) {
+  if (now - e->lat_min_since_ns < cfg->min_rtt_reset_ns)
+    return;
+  if (e->lat_min_cur_ns > 0)
+    e->lat_min_ns = e->lat_min_cur_ns;
+  e->lat_min_cur_ns = 0;
+  for (int p = 0; p < SLUICE__LB_MAX_PATHS; p++) {
+    if (e->path_lat_min_cur_ns[p] > 0)
+      e->path_lat_min_ns[p] = e->path_lat_min_cur_ns[p];
+    e->path_lat_min_cur_ns[p] = 0;
+  }
+  e->lat_min_since_ns = now;
+}
+
+/* Closes the rate window once window_ns has passed. An idle gap longer
+ * than a window is averaged in (the rate really was low). rate_max decays
+ * a little at every window so a destination that slowed down is
+ * re-estimated rather than trusted at its old peak. */
+static void roll_window(sluice__lb_est *e, const sluice__lb_config *cfg,
+                        uint64_t now) {
+  uint64_t elapsed = now - e->win_start_ns;
+  if (now < e->win_start_ns || elapsed < cfg->window_ns || elapsed == 0)
+    return;
+  e->rate_calls = (double)e->win_calls * 1e9 / (double)elapsed;
+  e->rate_bytes = (double)e->win_bytes * 1e9 / (double)elapsed;
+  e->rate_max *= RATE_MAX_DECAY;
+  if (e->rate_calls > e->rate_max)
+    e->rate_max = e->rate_calls;
+  e->win_calls = e->win_bytes = 0;
+  e->win_start_ns = now;
+}
+
+static void ewma(double *avg, double sample, double smoothing) {
+  if (*avg <= 0)
+    *avg = sample;
+  else
+    *avg += smoothing * (sample - *avg);
+}
+
+static void lower(double *min, double sample) {
+  if (*min <= 0 || sample < *min)
+    *min = sample;
+}
+
+void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
+                         const sluice__lb_call *call, uint64_t latency_ns,
+                         int overload, uint32_t resp_size, uint64_t now) {
+  uint32_t p = path_of(call);
+  uint32_t seen = e->in_flight; /* in flight while this call was */
+  if (e->in_flight)
+    e->in_flight--;
+  if (e->path_in_flight[p])
+    e->path_in_flight[p]--;
+  roll_min_period(e, cfg, now);
+  roll_window(e, cfg, now);
+  double lat = latency_ns ? (double)latency_ns : 1.0;
+
+  if (overload) {
+    /* A failed call's latency only says the destination was at least this
+     * slow (a deadline) or tells nothing (refused at once): it may raise
+     * the average, never lower it or the minimum, and it is no
+     * completion. */
+    if (lat > e->lat_ewma_ns)
+      ewma(&e->lat_ewma_ns, lat, cfg->smoothing);
+    if (lat > e->path_lat_ewma_ns[p])
+      ewma(&e->path_lat_ewma_ns[p], lat, cfg->smoothing);
+    e->limit = clamp(e->limit * OVERLOAD_CUT, cfg->min_limit, cfg->max_limit);
+    return;
+  }
+
+  e->samples++;
+  ewma(&e->lat_ewma_ns, lat, cfg->smoothing);
+  ewma(&e->path_lat_ewma_ns[p], lat, cfg->smoothing);
+  lower(&e->lat_min_ns, lat);
+  lower(&e->lat_min_cur_ns, lat);
+  lower(&e->path_lat_min_ns[p], lat);
+  lower(&e->path_lat_min_cur_ns[p], lat);
+  e->win_calls++;
+  e->win_bytes += (uint64_t)call->size + resp_size;
+
+  double gradient =
+      clamp(cfg->tolerance * e->path_lat_min_ns[p] / e->path_lat_ewma_ns[p],
+            GRADIENT_MIN, 1.0);
+  double target = e->limit * gradient + lb_sqrt(e->limit);
+  if (target > e->limit && 2.0 * seen < e->limit)
+    return; /* not using the limit: no evidence it should grow */
+  e->limit = clamp(e->limit + cfg->smoothing * (target - e->limit),
+                   cfg->min_limit, cfg->max_limit);
+}
+
+void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
+                              uint64_t now) {
+  e->peer_util = l->utilization;
+  e->peer_queue_ms = l->queue_ms;
+  e->peer_load_ns = now;
+}
+
+/* Expected latency of a call sent now on path p (p < 0: any).
+ *
+ * The base is the latency EWMA (the path's when measured). When the
+ * destination is visibly queueing (latency above twice its minimum), it is
+ * saturated and its completion rate is its capacity; a call joining now
+ * then completes after the calls ahead of it and itself:
+ * (in_flight + 1) / rate (Little's law for a FIFO server), which reacts to
+ * a growing backlog before the EWMA does. While not queueing, the rate is
+ * only the offered load and says nothing about waiting, so it is not
+ * used: a lightly used destination with one call in flight at 1 call/s
+ * must not look a second away. */
+static uint64_t expected(const sluice__lb_est *e, int p) {
+  double base = e->lat_ewma_ns, min = e->lat_min_ns;
+  if (p >= 0 && e->path_lat_ewma_ns[p] > 0) {
+    base = e->path_lat_ewma_ns[p];
+    min = e->path_lat_min_ns[p];
+  }
+  if (base <= 0)
+    return 0;
+  if (e->rate_calls > 0 && min > 0 && base > 2 * min) {
+    double backlog = ((double)e->in_flight + 1) * 1e9 / e->rate_calls;
+    if (backlog > base)
+      base = backlog;
+  }
+  return (uint64_t)base;
+}
+
+uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now) {
+  (void)now;
+  return expected(e, -1);
+}
+
+int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
+                       uint64_t now) {
+  if (!call->deadline_ns)
+    return 1;
+  if (call->deadline_ns <= now)
+    return 0;
+  uint64_t want = expected(&d->est, (int)path_of(call));
+  return want == 0 || call->deadline_ns - now >= want;
+}
