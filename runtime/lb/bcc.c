@@ -37,7 +37,10 @@
  *
  * Pick: among usable destinations that admit the call (in_flight < limit,
  * and the path share) and can answer before its deadline, the one with
- * the least usage in_flight / limit; ties round robin. Limits that follow
+ * the least usage counting the call, (in_flight + 1) / limit; ties round
+ * robin. (Counting the call matters for a destination that fails every
+ * call at once: nothing in flight, but its limit cut to the minimum by
+ * those failures, so it ranks last instead of first.) Limits that follow
  * capacity make least-usage split traffic by capacity. No destination
  * qualifies -> OVER_LIMIT / PATH_LIMIT / DEADLINE (the most common reason
  * among usable ones): the call is dropped early.
@@ -54,9 +57,11 @@ enum { BCC_LOW = 0, BCC_NORMAL = 1, BCC_HIGH = 2 };
 #define BCC_LOW_WINDOWS 10  /* low for this many windows -> drift */
 #define BCC_PEER_WINDOWS 10 /* a peer report is fresh for this many */
 
+/* Never below 1: a limit of 0 means "none" to admission. */
 static double clamp_limit(const sluice__lb *lb, double v) {
-  if (v < lb->cfg.min_limit)
-    v = lb->cfg.min_limit;
+  double lo = lb->cfg.min_limit > 1 ? lb->cfg.min_limit : 1;
+  if (v < lo)
+    v = lo;
   if (v > lb->cfg.max_limit)
     v = lb->cfg.max_limit;
   return v;
@@ -171,7 +176,7 @@ static sluice__lb_verdict bcc_pick(sluice__lb *lb,
                                        : SLUICE__LB_PATH_LIMIT]++;
       continue;
     }
-    double u = d->est.in_flight / d->limit;
+    double u = (d->est.in_flight + 1.0) / d->limit;
     /* The deadline estimate costs divisions: only for a new best. */
     if (best < n && u >= best_u)
       continue;

@@ -57,10 +57,16 @@ static double clamp(double v, double lo, double hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Never below 1, whatever min_limit says: a limit of 0 means "none" to
+ * admission (rr), so a limit cut to nothing must not open the gates. */
+static double clamp_limit(const sluice__lb_config *cfg, double v) {
+  return clamp(v, cfg->min_limit > 1 ? cfg->min_limit : 1, cfg->max_limit);
+}
+
 void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
                          uint64_t now) {
   memset(e, 0, sizeof *e);
-  e->limit = clamp(cfg->initial_limit, cfg->min_limit, cfg->max_limit);
+  e->limit = clamp_limit(cfg, cfg->initial_limit);
   e->lat_min_since_ns = now;
   e->win_start_ns = now;
   e->peer_util = -1;
@@ -146,7 +152,7 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
       ewma(&e->lat_ewma_ns, lat, cfg->smoothing);
     if (lat > e->path_lat_ewma_ns[p])
       ewma(&e->path_lat_ewma_ns[p], lat, cfg->smoothing);
-    e->limit = clamp(e->limit * OVERLOAD_CUT, cfg->min_limit, cfg->max_limit);
+    e->limit = clamp_limit(cfg, e->limit * OVERLOAD_CUT);
     return;
   }
 
@@ -166,8 +172,7 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
   double target = e->limit * gradient + lb_sqrt(e->limit);
   if (target > e->limit && 2.0 * seen < e->limit)
     return; /* not using the limit: no evidence it should grow */
-  e->limit = clamp(e->limit + cfg->smoothing * (target - e->limit),
-                   cfg->min_limit, cfg->max_limit);
+  e->limit = clamp_limit(cfg, e->limit + cfg->smoothing * (target - e->limit));
 }
 
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,

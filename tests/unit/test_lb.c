@@ -633,6 +633,29 @@ static void dest_down_and_back(void **state) {
   }
 }
 
+/* A destination that stays usable but fails every call at once (a server
+ * refusing or shedding everything) has almost nothing in flight; it must
+ * not look like the idlest one and draw the traffic. Its overload
+ * statuses cut its limit, and lcc/bcc rank by in-flight per limit. */
+static void fail_fast_destination_avoided(void **state) {
+  (void)state;
+  const sluice__lb_ops *ops[] = {&sluice__lb_lcc, &sluice__lb_bcc};
+  for (size_t k = 0; k < 2; k++) {
+    lb_sim *s = lb_sim_new(ops[k], NULL, 3, 3);
+    s->flow[0].rate = 1500;
+    lb_sim_run(s, 2 * SEC);
+    s->dest[1].down_usable = 1;
+    lb_sim_set_down(s, 1, 1);
+    lb_sim_reset_stats(s);
+    lb_sim_run(s, 5 * SEC);
+    printf("  %s: failing destination got %llu of %llu calls\n", ops[k]->name,
+           (unsigned long long)s->dest[1].sent, (unsigned long long)s->offered);
+    assert_true(s->dest[1].sent < s->offered / 50);
+    assert_true(s->ok > 0.98 * s->offered);
+    lb_sim_free(s);
+  }
+}
+
 /* Peer load: bcc steps its limit down when the peer says it is busy
  * (utilization > 0.9) although latency does not show it yet. */
 static void bcc_peer_load(void **state) {
@@ -743,6 +766,7 @@ int main(void) {
       cmocka_unit_test(slow_path_cannot_starve_fast),
       cmocka_unit_test(limit_follows_capacity),
       cmocka_unit_test(dest_down_and_back),
+      cmocka_unit_test(fail_fast_destination_avoided),
       cmocka_unit_test(bcc_peer_load),
       cmocka_unit_test(pick_cost),
   };
