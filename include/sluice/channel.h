@@ -63,6 +63,19 @@ int sluice_channel_opts_set_backoff_ms(sluice_channel_opts *o,
 int sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o,
                                                uint32_t ms);
 
+/* Load balancing and back-pressure strategy for calls on channels made with
+ * o (see docs/flow-control.md): "rr" (round robin, no limits), "lcc" (least
+ * in-flight calls, adaptive limit), "bcc" (bounded concurrency with usage
+ * thresholds), "btc" (bounded throughput and concurrency; the default).
+ * Returns 0 or SLUICE_ERR_INVALID_ARG (unknown name). */
+int sluice_channel_opts_set_lb(sluice_channel_opts *o, const char *name);
+/* A bounded wait queue for calls that no destination may take now (all at
+ * their limits): at most max_len calls wait, each at most max_wait_ms, for
+ * a destination to admit them; beyond that they are dropped locally with
+ * RESOURCE_EXHAUSTED. Default max_len 0: drop at once, without any I/O. */
+int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o,
+                                       uint32_t max_len, uint32_t max_wait_ms);
+
 /* ---- channel */
 
 /* Creates a channel to target in *out. Nothing connects until the first
@@ -118,6 +131,13 @@ typedef struct sluice_call_opts {
 /* Fills o with "no options". */
 void sluice_call_opts_init(sluice_call_opts *o);
 
+struct sluice_server_call;
+/* Deadline propagation: the outgoing call gets (at most) the remaining
+ * deadline of parent, the server call whose handler is making it; nothing
+ * changes when parent has no deadline. NULL arguments are ignored. */
+void sluice_call_opts_set_parent(sluice_call_opts *o,
+                                 const struct sluice_server_call *parent);
+
 /* Completion of a unary call. Runs exactly once, on the channel's loop
  * thread. st is borrowed until the callback returns. resp is the decoded
  * response when st->code is OK, else NULL; it is owned by the library and
@@ -164,6 +184,54 @@ sluice_status_code
 sluice_unary_call_blocking(sluice_channel *ch, const sluice_method_desc *method,
                            const ProtobufCMessage *req, ProtobufCMessage **resp,
                            const sluice_call_opts *opts, sluice_status *status);
+
+/* ---- statistics (see docs/flow-control.md) */
+
+/* One destination. */
+typedef struct sluice_dest_stats {
+  char address[112];      /* "127.0.0.1:50051" */
+  const char *conn_state; /* "IDLE", "CONNECTING", "READY",
+                             "TRANSIENT_FAILURE" (static) */
+  const char *lb_state;   /* the strategy's state ("normal", "T-low/C-mid"
+                             ...; static) */
+  uint32_t in_flight;
+  double limit;           /* admission limit (0 = none) */
+  double adaptive_limit;  /* the measured (gradient) concurrency limit */
+  double rate;            /* completions per second */
+  double rate_bytes;      /* bytes per second (requests + responses) */
+  double latency_min_us, latency_ewma_us;
+  double peer_utilization; /* the server's last load report; < 0 none */
+  uint64_t sent, ok, failed;
+  uint64_t p50_us, p99_us, p999_us; /* completed calls' latency */
+  double algo_ns;         /* mean time of the pick decision */
+  double strategy_us;     /* mean time from the decision until the request
+                             was handed to HTTP/2 */
+} sluice_dest_stats;
+
+/* A channel. */
+typedef struct sluice_channel_stats {
+  const char *lb; /* strategy name (static) */
+  uint64_t dropped_unavailable; /* nothing connected */
+  uint64_t dropped_limit;       /* every destination at its limit */
+  uint64_t dropped_path_limit;  /* ... at its limit for the call's path */
+  uint64_t dropped_deadline;    /* could not be answered in time */
+  uint64_t dropped_wait;        /* wait queue full, or waited too long */
+  uint64_t waiting;             /* in the wait queue now */
+  size_t n_dests;
+  sluice_dest_stats *dests; /* n_dests entries, owned by the struct */
+} sluice_channel_stats;
+
+/* Fills *out with a snapshot (taken on the channel's loop; blocks the
+ * caller briefly when called from another thread). Free with
+ * sluice_channel_stats_clear(). Returns 0, SLUICE_ERR_INVALID_ARG or
+ * SLUICE_ERR_NOMEM. */
+int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out);
+/* Frees what a snapshot owns. NULL is ignored. */
+void sluice_channel_stats_clear(sluice_channel_stats *s);
+/* The same snapshot as Prometheus text exposition (metrics prefixed
+ * sluice_client_, labelled by destination); *text is malloc'd, the caller
+ * frees it. Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_NOMEM. */
+int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
 
 #ifdef __cplusplus
 }

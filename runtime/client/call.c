@@ -72,9 +72,15 @@ void sluice__ccall_complete(sluice__ccall *c, sluice_status_code code,
     return;
   sluice__call_state prev = c->state;
   c->state = SLUICE__CALL_DONE;
+  sluice__channel_lb_done(c, code);
   sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
-  if (prev == SLUICE__CALL_PENDING)
+  if (prev == SLUICE__CALL_PENDING) {
     sluice__link_remove(&c->link);
+    if (c->wait_since) {
+      c->wait_since = 0;
+      c->ch->n_waiting--;
+    }
+  }
   if (prev == SLUICE__CALL_ACTIVE && c->conn)
     sluice__cconn_cancel_stream(c->conn, c, NGHTTP2_CANCEL);
   if (c->timer_open) {
@@ -152,6 +158,7 @@ void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
     text = c->grpc_message ? c->grpc_message : "";
     if (code == SLUICE_STATUS_OK && sluice__recv_holding(&c->recv)) {
       /* Paused: on_done waits until every message was delivered. */
+      sluice__channel_lb_done(c, code);
       c->final_pending = 1;
       sluice__ccall_unref(c); /* the stream's reference */
       return;
@@ -179,6 +186,7 @@ void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
              sluice__sendq_rewind(&c->sendq) == 0) {
     /* Never processed by the server (GOAWAY or REFUSED_STREAM): retry
      * transparently, as gRPC does. */
+    sluice__channel_lb_done(c, SLUICE_STATUS_UNAVAILABLE);
     reset_for_retry(c);
     c->state = SLUICE__CALL_PENDING;
     sluice__link_push(&c->ch->pending, &c->link);
@@ -209,6 +217,11 @@ static void start_on_loop(sluice__task *t) {
   sluice_channel *ch = c->ch;
   c->state = SLUICE__CALL_PENDING;
   sluice__link_push(&ch->pending, &c->link);
+  /* What the balancer knows of the call: its path, size and deadline. */
+  c->lbc.path_id = sluice__channel_path_id(ch, c->method);
+  size_t q = sluice__sendq_queued(&c->sendq);
+  c->lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
+  c->lbc.deadline_ns = c->deadline_ns;
   if (ch->closing) {
     sluice__ccall_complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
     return;
@@ -588,6 +601,12 @@ ssize_t sluice__ccall_read(sluice__ccall *c, uint8_t *buf, size_t len,
   size_t n;
   int ready;
   sluice__sendq_state st = sluice__sendq_read(&c->sendq, buf, len, &n, &ready);
+  if (!c->strat_done && c->lb_dest && n) {
+    /* Strategy time: from the first decision until the request leaves. */
+    c->strat_done = 1;
+    c->lb_dest->lb.stats.strat_ns_sum += sluice_now_ns() - c->pick_ns;
+    c->lb_dest->lb.stats.strat_n++;
+  }
   if (ready)
     sluice__loop_post(c->ch->loop, &c->ready_task);
   if (st == SLUICE__SENDQ_DEFERRED)

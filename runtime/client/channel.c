@@ -1,12 +1,14 @@
 /* Channels: options, targets and resolution, and dispatching calls to
- * destinations. Picking is round robin over destinations with a free stream
- * for now; the load-balancing strategies replace sluice__channel_pick. */
+ * destinations through the load-balancing strategy (runtime/lb), with early
+ * drop and the optional wait queue. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "transport/tls.h"
+#include "wire/orca.h"
 
 int sluice_channel_opts_new(sluice_channel_opts **out) {
   if (!out)
@@ -20,6 +22,7 @@ int sluice_channel_opts_new(sluice_channel_opts **out) {
   o->backoff_initial_ms = 1000;
   o->backoff_max_ms = 120000;
   o->connect_timeout_ms = 20000;
+  o->lb = &sluice__lb_btc;
   *out = o;
   return 0;
 }
@@ -31,6 +34,23 @@ void sluice_channel_opts_del(sluice_channel_opts *o) {
     free(o->tls_name);
     free(o);
   }
+}
+
+int sluice_channel_opts_set_lb(sluice_channel_opts *o, const char *name) {
+  const sluice__lb_ops *ops = name ? sluice__lb_find(name) : NULL;
+  if (!o || !ops)
+    return SLUICE_ERR_INVALID_ARG;
+  o->lb = ops;
+  return 0;
+}
+
+int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o, uint32_t max_len,
+                                       uint32_t max_wait_ms) {
+  if (!o || (max_len && !max_wait_ms))
+    return SLUICE_ERR_INVALID_ARG;
+  o->wait_max_len = max_len;
+  o->wait_max_ms = max_wait_ms;
+  return 0;
 }
 
 void sluice_tls_client_config_init(sluice_tls_client_config *c) {
@@ -223,15 +243,205 @@ void sluice__channel_request_resolve(sluice_channel *ch) {
 
 /* ---- dispatch */
 
-static sluice__dest *pick(sluice_channel *ch) {
-  for (size_t k = 0; k < ch->n_dests; k++) {
-    size_t i = (ch->rr_next + k) % ch->n_dests;
-    if (sluice__dest_has_capacity(ch->dests[i])) {
-      ch->rr_next = (i + 1) % ch->n_dests;
-      return ch->dests[i];
-    }
+static const char *verdict_text(sluice__lb_verdict v) {
+  switch (v) {
+  case SLUICE__LB_OVER_LIMIT:
+    return "every destination is at its concurrency limit";
+  case SLUICE__LB_PATH_LIMIT:
+    return "every destination is at its limit for this method";
+  case SLUICE__LB_DEADLINE:
+    return "the remaining deadline is shorter than the expected latency at "
+           "every destination";
+  default:
+    return "no destination is connected";
   }
-  return NULL;
+}
+
+/* The path slot of a method (the first SLUICE__LB_MAX_PATHS - 1 methods
+ * seen get their own; the rest share the last). */
+uint32_t sluice__channel_path_id(sluice_channel *ch,
+                                 const sluice_method_desc *m) {
+  for (size_t i = 0; i < ch->n_paths; i++)
+    if (ch->paths[i] == m)
+      return (uint32_t)i;
+  if (ch->n_paths < SLUICE__LB_MAX_PATHS - 1) {
+    ch->paths[ch->n_paths] = m;
+    return (uint32_t)ch->n_paths++;
+  }
+  return SLUICE__LB_MAX_PATHS - 1;
+}
+
+/* Fails c locally, at once and without I/O. */
+static void drop(sluice_channel *ch, sluice__ccall *c, sluice__lb_verdict v,
+                 const char *extra) {
+  char msg[320];
+  uint64_t now = sluice_now_ns();
+  ch->dropped[extra ? SLUICE__DROP_WAIT : v]++;
+  if (v == SLUICE__LB_DEADLINE) {
+    uint64_t left = c->lbc.deadline_ns > now ? c->lbc.deadline_ns - now : 0;
+    snprintf(msg, sizeof msg,
+             "dropped locally by the %s strategy: %s (%" PRIu64
+             " us left; decided in %" PRIu64 " us)",
+             ch->lb.ops->name, verdict_text(v), left / 1000,
+             (now - c->start_ns) / 1000);
+    sluice__ccall_complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    return;
+  }
+  snprintf(msg, sizeof msg,
+           "dropped locally by the %s strategy: %s (decided in %" PRIu64 " us)",
+           ch->lb.ops->name, extra ? extra : verdict_text(v),
+           (now - c->start_ns) / 1000);
+  sluice__ccall_complete(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
+}
+
+static void on_wait_timer(uv_timer_t *t) { sluice__channel_dispatch(t->data); }
+
+static void wait_timer_update(sluice_channel *ch) {
+  int want = ch->n_waiting > 0;
+  if (want == ch->wait_timer_on)
+    return;
+  if (want && !ch->wait_timer_open) {
+    uv_timer_init(sluice__loop_uv(ch->loop), &ch->wait_timer);
+    ch->wait_timer.data = ch;
+    ch->wait_timer_open = 1;
+  }
+  if (want) {
+    uint64_t every = ch->opts.wait_max_ms / 4 ? ch->opts.wait_max_ms / 4 : 1;
+    uv_timer_start(&ch->wait_timer, on_wait_timer, every, every);
+  } else {
+    uv_timer_stop(&ch->wait_timer);
+  }
+  ch->wait_timer_on = want;
+}
+
+static int ensure_views(sluice_channel *ch) {
+  if (ch->lb_views_cap >= ch->n_dests)
+    return 0;
+  sluice__lb_dest **v = realloc(ch->lb_views, ch->n_dests * sizeof *v);
+  if (!v)
+    return -1;
+  ch->lb_views = v;
+  ch->lb_views_cap = ch->n_dests;
+  return 0;
+}
+
+/* Asks the strategy where c may go. Returns PICKED with *out set, or why
+ * not. */
+static sluice__lb_verdict decide(sluice_channel *ch, sluice__ccall *c,
+                                 sluice__dest **out) {
+  if (ensure_views(ch) != 0)
+    return SLUICE__LB_NONE;
+  for (size_t i = 0; i < ch->n_dests; i++) {
+    sluice__dest *d = ch->dests[i];
+    d->lb.usable = d->state == SLUICE__DEST_READY && d->conn != NULL;
+    ch->lb_views[i] = &d->lb;
+  }
+  uint64_t t0 = sluice_now_ns();
+  if (!c->pick_ns)
+    c->pick_ns = t0;
+  size_t idx = 0;
+  sluice__lb_verdict v =
+      sluice__lb_pick(&ch->lb, ch->lb_views, ch->n_dests, &c->lbc, t0, &idx);
+  uint64_t t1 = sluice_now_ns();
+  if (v == SLUICE__LB_PICKED) {
+    *out = ch->dests[idx];
+    (*out)->lb.stats.algo_ns_sum += t1 - t0;
+    (*out)->lb.stats.algo_n++;
+  }
+  return v;
+}
+
+/* Tries to send c. Returns 1 when it left the queue it was in (sent or
+ * failed), 0 when it must wait for a stream or a connection. On an
+ * admission refusal it is dropped, or moved to the wait queue. */
+static int try_dispatch(sluice_channel *ch, sluice__ccall *c) {
+  sluice__dest *d = NULL;
+  sluice__lb_verdict v = decide(ch, c, &d);
+  if (v == SLUICE__LB_NONE)
+    return 0;
+  if (v == SLUICE__LB_PICKED) {
+    if (!sluice__dest_has_capacity(d))
+      return 0; /* HTTP/2 stream limit: wait for a stream, keep order */
+    sluice__link_remove(&c->link);
+    if (c->wait_since) {
+      c->wait_since = 0;
+      ch->n_waiting--;
+    }
+    uint64_t now = sluice_now_ns();
+    int rv = sluice__cconn_submit(d->conn, c);
+    if (rv != 0) {
+      c->state = SLUICE__CALL_PENDING;
+      sluice__link_push(&ch->pending, &c->link); /* so complete unlinks */
+      sluice__ccall_complete(c, SLUICE_STATUS_INTERNAL,
+                             "HTTP/2 layer refused the request");
+      return 1;
+    }
+    c->lb_dest = d;
+    c->sent_ns = now;
+    sluice__lb_sent(&ch->lb, &d->lb, &c->lbc, now);
+    return 1;
+  }
+  /* Refused by every destination. Wait (bounded), or drop now. */
+  uint64_t now = sluice_now_ns();
+  if (c->wait_since) {
+    if (now - c->wait_since < (uint64_t)ch->opts.wait_max_ms * 1000000u)
+      return 0;
+    char extra[160];
+    snprintf(extra, sizeof extra,
+             "%s, after waiting %" PRIu64 " ms in the wait queue",
+             verdict_text(v), (now - c->wait_since) / 1000000);
+    drop(ch, c, v, extra);
+    return 1;
+  }
+  if (v != SLUICE__LB_DEADLINE && ch->opts.wait_max_len &&
+      ch->n_waiting < ch->opts.wait_max_len) {
+    sluice__link_remove(&c->link);
+    sluice__link_push(&ch->waiting, &c->link);
+    c->wait_since = now;
+    ch->n_waiting++;
+    return 1;
+  }
+  if (v != SLUICE__LB_DEADLINE && ch->opts.wait_max_len) {
+    char extra[160];
+    snprintf(extra, sizeof extra,
+             "%s and the wait queue is full (%" PRIu32 " calls)",
+             verdict_text(v), ch->opts.wait_max_len);
+    drop(ch, c, v, extra);
+    return 1;
+  }
+  drop(ch, c, v, NULL);
+  return 1;
+}
+
+static void run_queue(sluice_channel *ch, sluice__link *q) {
+  while (!sluice__link_empty(q)) {
+    sluice__ccall *c =
+        (sluice__ccall *)((char *)q->next - offsetof(sluice__ccall, link));
+    if (!try_dispatch(ch, c))
+      break;
+  }
+}
+
+void sluice__channel_peer_load(sluice__dest *d, const sluice_metadata *md) {
+  size_t len = 0;
+  const char *v = sluice_metadata_find(md, "endpoint-load-metrics-bin", &len);
+  sluice__orca r;
+  if (!v || sluice__orca_decode((const uint8_t *)v, len, &r) != 0)
+    return;
+  sluice__lb_peer_load l = {r.cpu_utilization, r.rps_fractional, r.queue_ms,
+                            r.in_flight};
+  sluice__lb_peer_report(&d->ch->lb, &d->lb, &l, sluice_now_ns());
+}
+
+void sluice__channel_lb_done(sluice__ccall *c, sluice_status_code code) {
+  sluice__dest *d = c->lb_dest;
+  if (!d)
+    return;
+  c->lb_dest = NULL;
+  uint64_t now = sluice_now_ns();
+  sluice__lb_complete(
+      &c->ch->lb, &d->lb, &c->lbc, now - c->sent_ns, code,
+      (uint32_t)(c->resp_bytes > UINT32_MAX ? UINT32_MAX : c->resp_bytes), now);
 }
 
 /* Why nothing can take a call: the first destination's last error, or the
@@ -255,8 +465,10 @@ static const char *unavailable_reason(sluice_channel *ch, char *buf,
 void sluice__channel_dispatch(sluice_channel *ch) {
   if (ch->closing)
     return;
-  if (sluice__link_empty(&ch->pending))
+  if (sluice__link_empty(&ch->pending) && sluice__link_empty(&ch->waiting)) {
+    wait_timer_update(ch);
     return;
+  }
   if (ch->target.kind == SLUICE__TARGET_DNS && !ch->resolved_once) {
     sluice__channel_request_resolve(ch);
     return;
@@ -275,21 +487,15 @@ void sluice__channel_dispatch(sluice_channel *ch) {
       set_addresses(ch, ch->target.addrs, ch->target.n_addrs);
     }
   }
-  while (!sluice__link_empty(&ch->pending)) {
-    sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
-                                         offsetof(sluice__ccall, link));
-    sluice__dest *d = pick(ch);
-    if (!d)
-      break;
-    sluice__link_remove(&c->link);
-    int rv = sluice__cconn_submit(d->conn, c);
-    if (rv != 0) {
-      c->state = SLUICE__CALL_PENDING;
-      sluice__link_push(&ch->pending, &c->link); /* so complete unlinks */
-      sluice__ccall_complete(c, SLUICE_STATUS_INTERNAL,
-                             "HTTP/2 layer refused the request");
-    }
-  }
+  /* Keep every destination connected, as gRPC's round_robin does: a
+   * strategy may pick any of them, and one that came back must be found. */
+  for (size_t i = 0; i < ch->n_dests; i++)
+    if (ch->dests[i]->state == SLUICE__DEST_IDLE)
+      sluice__dest_connect(ch->dests[i]);
+  /* The oldest waiters first, then new calls. */
+  run_queue(ch, &ch->waiting);
+  run_queue(ch, &ch->pending);
+  wait_timer_update(ch);
   if (sluice__link_empty(&ch->pending))
     return;
   /* Calls wait: make sure something will move them. Connect idle
@@ -312,6 +518,7 @@ void sluice__channel_dispatch(sluice_channel *ch) {
   while (!sluice__link_empty(&ch->pending)) {
     sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
                                          offsetof(sluice__ccall, link));
+    ch->dropped[SLUICE__LB_NONE]++;
     sluice__ccall_complete(c, SLUICE_STATUS_UNAVAILABLE, msg);
   }
 }
@@ -358,6 +565,8 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   snprintf(ch->user_agent, sizeof ch->user_agent, "grpc-c-sluice/%s",
            SLUICE_VERSION);
   sluice__link_init(&ch->pending);
+  sluice__link_init(&ch->waiting);
+  sluice__lb_init(&ch->lb, ch->opts.lb ? ch->opts.lb : &sluice__lb_btc, NULL);
   int rv = sluice__loop_new(&ch->loop, ch->opts.loop);
   if (rv != 0) {
     free(ch->authority);
@@ -384,15 +593,22 @@ nomem:
  * timer and resolution are gone; each of those calls this as it goes. */
 void sluice__channel_maybe_free(sluice_channel *ch) {
   if (!ch->closing || ch->resolving || ch->resolve_timer_open ||
-      ch->live_dests != 0 ||
+      ch->wait_timer_open || ch->live_dests != 0 ||
       __atomic_load_n(&ch->live_calls, __ATOMIC_RELAXED) != 0)
     return;
   free(ch->dests);
+  free(ch->lb_views);
   free(ch->authority);
   sluice__target_free(&ch->target);
   sluice__tls_ctx_unref(ch->opts.tls);
   free(ch->opts.tls_name);
   free(ch);
+}
+
+static void on_wait_timer_closed(uv_handle_t *h) {
+  sluice_channel *ch = h->data;
+  ch->wait_timer_open = 0;
+  sluice__channel_maybe_free(ch);
 }
 
 static void on_resolve_timer_closed(uv_handle_t *h) {
@@ -406,11 +622,15 @@ static void on_resolve_timer_closed(uv_handle_t *h) {
 static void shutdown_on_loop(void *ud) {
   sluice_channel *ch = ud;
   ch->closing = 1;
-  while (!sluice__link_empty(&ch->pending)) {
-    sluice__ccall *c = (sluice__ccall *)((char *)ch->pending.next -
-                                         offsetof(sluice__ccall, link));
-    sluice__ccall_complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
-  }
+  sluice__link *lists[] = {&ch->pending, &ch->waiting};
+  for (size_t l = 0; l < 2; l++)
+    while (!sluice__link_empty(lists[l])) {
+      sluice__ccall *c = (sluice__ccall *)((char *)lists[l]->next -
+                                           offsetof(sluice__ccall, link));
+      sluice__ccall_complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
+    }
+  if (ch->wait_timer_open)
+    uv_close((uv_handle_t *)&ch->wait_timer, on_wait_timer_closed);
   if (ch->resolving)
     uv_cancel((uv_req_t *)&ch->gai);
   if (ch->resolve_timer_open)

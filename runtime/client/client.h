@@ -7,12 +7,15 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "lb/lb.h"
 #include "sluice/call.h"
 #include "sluice/channel.h"
 #include "transport/conn.h"
 #include "transport/recv.h"
 #include "transport/sendq.h"
 #include "transport/target.h"
+
+#define SLUICE__DROP_WAIT 5
 
 typedef struct sluice__dest sluice__dest;
 typedef struct sluice__cconn sluice__cconn;
@@ -92,6 +95,15 @@ struct sluice_call {
   const char *fail_reason;
   char fail_buf[160];
   uint64_t start_ns;
+  /* load balancing */
+  sluice__lb_call lbc;
+  sluice__dest *lb_dest; /* where it was sent, until the balancer heard of
+                            its end */
+  uint64_t pick_ns;      /* when dispatch first considered it */
+  uint64_t sent_ns;
+  uint64_t wait_since; /* in the wait queue since (0 = not waiting) */
+  int strat_done;      /* strategy time recorded */
+  uint64_t resp_bytes;
 };
 
 typedef enum {
@@ -114,6 +126,8 @@ struct sluice__dest {
   int removed; /* dropped by re-resolution; freed when it has no conns */
   int n_conns; /* live connections (active + draining) */
   uint64_t in_flight;
+  sluice__lb_dest lb; /* the balancer's view and stats */
+  int ever_ready;     /* connected before (a reconnect resets lb) */
 };
 
 /* One HTTP/2 client connection. */
@@ -136,8 +150,11 @@ struct sluice_channel_opts {
   uint32_t resolve_interval_ms;
   uint32_t backoff_initial_ms, backoff_max_ms;
   uint32_t connect_timeout_ms;
-  struct ssl_ctx_st *tls; /* NULL: plaintext; a reference */
-  char *tls_name;         /* server_name_override, or NULL */
+  struct ssl_ctx_st *tls;   /* NULL: plaintext; a reference */
+  char *tls_name;           /* server_name_override, or NULL */
+  const sluice__lb_ops *lb; /* strategy (default btc) */
+  uint32_t wait_max_len;    /* bounded wait queue; 0 = drop at once */
+  uint32_t wait_max_ms;
   char last_error[256];
 };
 
@@ -151,6 +168,17 @@ struct sluice_channel {
   size_t n_dests;
   size_t rr_next;
   sluice__link pending;
+  sluice__link waiting; /* admitted by no destination: the wait queue */
+  size_t n_waiting;
+  uv_timer_t wait_timer;
+  int wait_timer_open, wait_timer_on;
+  sluice__lb lb;
+  const sluice_method_desc *paths[SLUICE__LB_MAX_PATHS];
+  size_t n_paths;
+  sluice__lb_dest **lb_views; /* scratch for pick(), n_dests entries */
+  uint64_t dropped[6];        /* by sluice__lb_verdict; SLUICE__DROP_WAIT: the
+                                 wait queue was full or the wait too long */
+  size_t lb_views_cap;
   uv_getaddrinfo_t gai;
   int resolving;
   int resolved_once;
@@ -186,6 +214,14 @@ int sluice__cconn_submit(sluice__cconn *c, sluice__ccall *call);
 void sluice__cconn_cancel_stream(sluice__cconn *c, sluice__ccall *call,
                                  uint32_t h2_error);
 int sluice__cconn_can_take(const sluice__cconn *c);
+
+/* channel.c: the path slot of a method for the balancer. */
+uint32_t sluice__channel_path_id(sluice_channel *ch,
+                                 const sluice_method_desc *m);
+/* channel.c: the balancer hears that call (sent to call->lb_dest) ended. */
+void sluice__channel_lb_done(sluice__ccall *call, sluice_status_code code);
+/* A server's load report arrived on d's connection. */
+void sluice__channel_peer_load(sluice__dest *d, const sluice_metadata *md);
 
 /* call.c */
 void sluice__ccall_start(sluice__ccall *call);

@@ -80,6 +80,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream_id,
   }
   const char *reason = "";
   size_t consume = 0;
+  c->resp_bytes += len;
   sluice_status_code code =
       sluice__recv_feed(&c->recv, data, len, &consume, &reason);
   if (consume) {
@@ -136,6 +137,8 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
       sluice_metadata_del(c->trailing_md);
       c->trailing_md = c->hdr_md;
+      if (c->trailing_md)
+        sluice__channel_peer_load(cc->dest, c->trailing_md);
     } else if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
       sluice_metadata_del(c->initial_md);
       c->initial_md = c->hdr_md;

@@ -25,6 +25,7 @@ int sluice__dest_new(sluice__dest **out, sluice_channel *ch,
   uv_timer_init(sluice__loop_uv(ch->loop), &d->backoff_timer);
   d->backoff_timer.data = d;
   d->timer_open = 1;
+  sluice__lb_dest_init(&ch->lb, &d->lb, sluice_now_ns());
   ch->live_dests++;
   *out = d;
   return 0;
@@ -101,6 +102,15 @@ void sluice__dest_conn_ready(sluice__dest *d, sluice__cconn *c) {
   d->state = SLUICE__DEST_READY;
   d->backoff_ms = d->ch->opts.backoff_initial_ms;
   d->last_error[0] = 0;
+  if (d->ever_ready && d->lb.est.in_flight == 0) {
+    /* A destination that came back is a new server as far as the balancer
+     * knows: what was measured before it went away (latency, rate, limits,
+     * state) would keep it from being used again. Counters stay. */
+    sluice__lb_stats keep = d->lb.stats;
+    sluice__lb_dest_init(&d->ch->lb, &d->lb, sluice_now_ns());
+    d->lb.stats = keep;
+  }
+  d->ever_ready = 1;
   sluice__channel_dispatch(d->ch);
 }
 
