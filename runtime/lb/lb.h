@@ -135,6 +135,10 @@ typedef struct sluice__lb_dest {
   int usable;  /* connected: may be picked (set by the channel) */
   sluice__lb_est est;
   double limit; /* the strategy's admission limit; 0 = none (rr) */
+  double cap;   /* btc: capacity estimate, calls/s, learnt while the
+                   destination queued; 0 = not known yet */
+  double rate_avg; /* btc: rate_calls smoothed over windows, calls/s */
+  double util_avg; /* btc: the peer's utilization smoothed over windows */
   int state;    /* strategy-defined (bcc: 0 low, 1 normal, 2 high; btc:
                    0..8 = throughput segment * 3 + concurrency segment) */
   uint64_t state_since_ns;

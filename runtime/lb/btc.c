@@ -1,0 +1,398 @@
+/* btc: back-pressure by throughput and concurrency (the paper's BTC), the
+ * default strategy. docs/flow-control.md explains it with a diagram; this
+ * comment is the reference.
+ *
+ * ## Two axes, three segments each, nine states
+ *
+ * A destination is classified once per rate window (est.window_ns,
+ * 100 ms), at the completion that closes it, from:
+ *
+ *   L      d->limit, the admission limit (sluice__lb_admits)
+ *   Leff   min(L, est.limit): the gradient limit joins in, so queueing is
+ *          seen while L is still permissive
+ *   rate   d->rate_avg: rate_calls smoothed over windows (0.25 a window)
+ *   n      rate x lat_ewma: calls in flight on average (Little's law; the
+ *          instantaneous count jumps at every send and completion), or the
+ *          instantaneous count when it is beyond Leff (a backlog the
+ *          averages have not seen yet)
+ *   uC     n / Leff                                   concurrency usage
+ *   uT     the peer's utilization smoothed over windows, while reports are
+ *          fresh (younger than 10 windows); else rate / cap; 0 while no
+ *          capacity is known                          throughput usage
+ *
+ * cap (d->cap) is the capacity learnt, calls/s. The destination is
+ * saturated when calls queue there (lat_ewma > tolerance x lat_min) and
+ * uC is high: its workers are all busy, so what it completes is what it
+ * can do; cap takes that rate (up at once, down by smoothing). Otherwise a
+ * known cap rises when a queueing window or the smoothed rate did more,
+ * and becomes unknown again when the smoothed rate exceeds it by 10 % (the
+ * destination got faster). Until a first saturation nothing says the rate
+ * is high: a fresh channel at 30 % or 80 % load is T-low.
+ *
+ * Segments by btc_low / btc_high (0.5 / 0.9): entered upward at the
+ * boundary at once; left downward only 10 % below it (high below 0.81,
+ * mid below 0.45) and only once the state has lasted the hold time (5
+ * dwells, 1 s). state = T * 3 + C:
+ *
+ *            C-low         C-mid         C-high
+ *   T-low    0 stable      1 stable      2 unstable
+ *   T-mid    3 stable      4 stable      5 unstable
+ *   T-high   6 unstable    7 unstable    8 unstable
+ *
+ * Within the unstable states the state only escalates (7 -> 8, never
+ * 8 -> 7): their action is the same, and stepping back and forth between
+ * them is the loop the paper breaks. An unstable state ends when both
+ * axes are below high (after the hold), into the stable state they give.
+ *
+ * A completion that failed for overload (RESOURCE_EXHAUSTED,
+ * DEADLINE_EXCEEDED, UNAVAILABLE: the destination pushed back) is
+ * classified at once with T high.
+ *
+ * ## Actions, at most one per btc_dwell_ns (200 ms)
+ *
+ *   target = cap x lat_min x tolerance   (Little's law: the calls in
+ *            flight that sustain the capacity at the tolerated latency;
+ *            the present rate_calls while cap is unknown)
+ *
+ * Unstable -- both dimensions:
+ * - throughput: the destination is saturated; pick() sends there only
+ *   when no unsaturated destination can take the call;
+ * - concurrency: L moves to the target: down at once, but not below half
+ *   the gradient limit (est.limit); up by max(1, 5 % of L) per action.
+ * Stable, C-mid (the limit is in use): L grows by max(1, 5 %), up to
+ * est.limit, and once cap is known no further than the target.
+ * Stable, C-low, cap unknown: L drifts back to initial_limit the same way
+ * (a destination that failed for a while is ranked like the others
+ * again). Stable, C-low, cap known: nothing (L remembers the capacity).
+ *
+ * Convergence: an unstable state's action moves L to a fixed point (the
+ * target), so a destination held at its capacity stays in one state with
+ * L constant; the state escalates but never steps back while unstable;
+ * hysteresis and hold keep a stable state once entered; T reads smoothed
+ * rates; the dwell lets a move show its effect before the next.
+ *
+ * L starts at initial_limit (1000): an unloaded channel is state 0
+ * everywhere and pick() is lcc's least in flight.
+ *
+ * Pick: among usable destinations that admit the call (limit and path
+ * share) and can answer before its deadline: unsaturated first, then the
+ * least (in_flight + 1) / L; ties round robin. Saturated = unstable and
+ * measured within the hold time: a destination that gets no calls
+ * completes none and is not re-classified, so its mark lapses and it is
+ * tried again. None qualifies -> OVER_LIMIT / PATH_LIMIT / DEADLINE (the
+ * most common reason among the usable), NONE when nothing is usable: the
+ * call is dropped early. O(n); classification is O(1) per window. */
+#include "lb/lb.h"
+
+enum { SEG_LOW = 0, SEG_MID = 1, SEG_HIGH = 2 };
+
+#define BTC_HYST 0.9         /* leave a segment 10 % below its boundary */
+#define BTC_HOLD_DWELLS 5    /* and only after 5 dwells (1 s) in a state */
+#define BTC_CUT 0.5          /* a cut stops at half the gradient limit */
+#define BTC_STEP 0.05        /* increase: max(1, 5 % of L) */
+#define BTC_SMOOTHING 0.25   /* per window: the rate and peer utilization */
+#define BTC_CAP_OBSOLETE 1.1 /* rate this far above cap: cap unknown */
+#define BTC_PEER_WINDOWS 10  /* a peer report is fresh for this many */
+
+/* Never below 1 whatever min_limit says: 0 means "no limit" to
+ * admission. */
+static double clamp_limit(const sluice__lb *lb, double v) {
+  double lo = lb->cfg.min_limit > 1 ? lb->cfg.min_limit : 1;
+  if (v < lo)
+    v = lo;
+  if (v > lb->cfg.max_limit)
+    v = lb->cfg.max_limit;
+  return v;
+}
+
+static int t_seg(int state) { return state / 3; }
+static int c_seg(int state) { return state % 3; }
+
+static int unstable(int state) {
+  return t_seg(state) == SEG_HIGH || c_seg(state) == SEG_HIGH;
+}
+
+/* The segment of usage u, coming from segment cur: up at a boundary at
+ * once; down only BTC_HYST below it, and only when the state has lasted
+ * the hold time (may_fall). */
+static int segment(double u, int cur, double lo, double hi, int may_fall) {
+  int s = u >= hi ? SEG_HIGH : u >= lo ? SEG_MID : SEG_LOW;
+  if (s >= cur)
+    return s;
+  if (!may_fall)
+    return cur;
+  if (cur == SEG_HIGH && u >= hi * BTC_HYST)
+    return SEG_HIGH;
+  if (u >= lo * BTC_HYST)
+    return SEG_MID;
+  return SEG_LOW;
+}
+
+static void set_state(sluice__lb_dest *d, int st, uint64_t now) {
+  if (d->state != st) {
+    d->state = st;
+    d->state_since_ns = now;
+  }
+}
+
+static double step(double limit) {
+  double s = limit * BTC_STEP;
+  return s > 1 ? s : 1;
+}
+
+/* Smooths a per-window sample into *avg (< 0: none yet). */
+static void smooth(double *avg, double sample) {
+  if (*avg < 0)
+    *avg = sample;
+  else
+    *avg += BTC_SMOOTHING * (sample - *avg);
+}
+
+/* Learns the capacity. Saturated (calls queue there and the concurrency
+ * is high: its workers are all busy), what the destination completes is
+ * what it can do: the estimate takes it, up at once, down by smoothing.
+ * Otherwise a known estimate rises when a queueing window or the smoothed
+ * rate did more; a smoothed rate far above it (10 %) makes it obsolete
+ * (the destination got faster): unknown until the next saturation. One
+ * queueing window alone does not set a first estimate: at 80 % load a
+ * burst queues for a while and completes less than capacity. */
+static void learn_cap(const sluice__lb_config *cfg, sluice__lb_dest *d,
+                      int queueing, int saturated) {
+  double rate = d->est.rate_calls;
+  if (rate <= 0)
+    return;
+  if (saturated) {
+    if (d->cap <= 0 || rate > d->cap)
+      d->cap = rate;
+    else
+      d->cap += cfg->smoothing * (rate - d->cap);
+  } else if (d->cap > 0) {
+    if (d->rate_avg > d->cap * BTC_CAP_OBSOLETE)
+      d->cap = 0;
+    else if (queueing && rate > d->cap)
+      d->cap = rate;
+    else if (d->rate_avg > d->cap)
+      d->cap = d->rate_avg;
+  }
+}
+
+/* The action of d's state, if the dwell allows one. */
+static void act(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+  const sluice__lb_config *cfg = &lb->cfg;
+  const sluice__lb_est *e = &d->est;
+  if (now - d->last_action_ns < cfg->btc_dwell_ns)
+    return;
+  /* The Little's-law limit that sustains the capacity (or, before it is
+   * known, the present rate) at the tolerated latency. */
+  double r = d->cap > 0 ? d->cap : e->rate_calls;
+  if (r <= 0 || e->lat_min_ns <= 0)
+    return; /* nothing measured to act on */
+  double target = clamp_limit(lb, r * e->lat_min_ns * 1e-9 * cfg->tolerance);
+  double limit = d->limit;
+  if (unstable(d->state)) {
+    if (target < limit) {
+      /* Down to the target at once, but not below half the gradient
+       * limit: should lat_min be stale (the destination became slower for
+       * good and has not been idle since), the target is too low, and
+       * cutting to it would lower the rate, the capacity learnt from it,
+       * the target ... the gradient limit, which backs off only while
+       * latency grows with concurrency, stops that spiral. */
+      double floor = e->limit * BTC_CUT;
+      if (floor < target)
+        floor = target;
+      if (floor < limit)
+        limit = floor;
+    } else if (target > limit) {
+      limit += step(limit);
+      if (limit > target)
+        limit = target;
+    }
+  } else {
+    /* Stable. The limit in use (C-mid): probe upward, as far as the
+     * gradient limit allows and, once the capacity is known, no further
+     * than it needs. The limit unused (C-low) and no capacity known (never
+     * saturated, or what was learnt is obsolete): drift back to the
+     * permissive start, so that a destination that failed for a while is
+     * ranked like the others again. */
+    double bound = limit;
+    if (c_seg(d->state) == SEG_MID)
+      bound = d->cap > 0 && target < e->limit ? target : e->limit;
+    else if (d->cap <= 0)
+      bound = cfg->initial_limit;
+    if (bound > limit) {
+      limit += step(limit);
+      if (limit > bound)
+        limit = bound;
+    }
+  }
+  limit = clamp_limit(lb, limit);
+  if (limit != d->limit) {
+    d->limit = limit;
+    d->last_action_ns = now;
+  }
+}
+
+/* Classifies d (state), then acts. pressure: the destination just pushed
+ * back (T high whatever the rates say). */
+static void evaluate(sluice__lb *lb, sluice__lb_dest *d, int pressure,
+                     uint64_t now) {
+  const sluice__lb_config *cfg = &lb->cfg;
+  const sluice__lb_est *e = &d->est;
+  if (e->lat_min_ns <= 0 && !pressure)
+    return; /* nothing measured yet: stay as we are (state 0) */
+  int queueing =
+      e->lat_min_ns > 0 && e->lat_ewma_ns > cfg->tolerance * e->lat_min_ns;
+  /* One window's rate is noisy (a Poisson 800/s flow gives 80 +- 9 calls
+   * per 100 ms), and so is a peer's utilization (in flight / capacity at
+   * the moment it answered): T reads both smoothed over a few windows. */
+  int peer = e->peer_util >= 0 &&
+             now - e->peer_load_ns < BTC_PEER_WINDOWS * cfg->window_ns;
+  if (d->est.win_start_ns == now) {
+    smooth(&d->rate_avg, e->rate_calls);
+    if (peer)
+      smooth(&d->util_avg, e->peer_util);
+  }
+  double l_eff = d->limit;
+  if (e->limit > 0 && e->limit < l_eff)
+    l_eff = e->limit;
+  if (l_eff < 1)
+    l_eff = 1;
+  double rate = d->rate_avg > 0 ? d->rate_avg : e->rate_calls;
+  double n_avg = rate * e->lat_ewma_ns * 1e-9;
+  if ((double)e->in_flight > l_eff && (double)e->in_flight > n_avg)
+    n_avg = (double)e->in_flight; /* beyond the limit now: a backlog that
+                                     the averages have not seen yet */
+  double u_c = n_avg / l_eff;
+  int fall = now - d->state_since_ns >= BTC_HOLD_DWELLS * cfg->btc_dwell_ns;
+  int c = segment(u_c, c_seg(d->state), cfg->btc_low, cfg->btc_high, fall);
+
+  learn_cap(cfg, d, queueing, queueing && c == SEG_HIGH);
+  double u_t = 0; /* capacity unknown: nothing says the rate is high */
+  if (peer && d->util_avg >= 0)
+    u_t = d->util_avg;
+  else if (d->cap > 0)
+    u_t = d->rate_avg > 0 ? d->rate_avg / d->cap : 0;
+  int t = pressure ? SEG_HIGH
+                   : segment(u_t, t_seg(d->state), cfg->btc_low, cfg->btc_high,
+                             fall);
+  if (unstable(d->state) && (t == SEG_HIGH || c == SEG_HIGH)) {
+    /* Still unstable: escalate, never step back within the unstable
+     * states (their action is the same; stepping back and forth between
+     * T-high/C-mid and T-high/C-high is the loop the paper breaks). */
+    if (t < t_seg(d->state))
+      t = t_seg(d->state);
+    if (c < c_seg(d->state))
+      c = c_seg(d->state);
+  }
+  set_state(d, t * 3 + c, now);
+  act(lb, d, now);
+}
+
+static void btc_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+  d->limit = clamp_limit(lb, lb->cfg.initial_limit);
+  d->cap = 0;
+  d->rate_avg = -1;
+  d->util_avg = -1;
+  d->state = 0;
+  d->state_since_ns = now;
+}
+
+static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
+                            const sluice__lb_call *call, uint64_t latency_ns,
+                            sluice_status_code code, uint32_t resp_size,
+                            uint64_t now) {
+  (void)call;
+  (void)latency_ns;
+  (void)resp_size;
+  int pressure = code == SLUICE_STATUS_RESOURCE_EXHAUSTED ||
+                 code == SLUICE_STATUS_DEADLINE_EXCEEDED ||
+                 code == SLUICE_STATUS_UNAVAILABLE;
+  /* est_done has just run: a window closed at this completion when its
+   * start moved to now. */
+  if (pressure || d->est.win_start_ns == now)
+    evaluate(lb, d, pressure, now);
+}
+
+static sluice__lb_verdict most_common(const unsigned cnt[5]) {
+  sluice__lb_verdict v = SLUICE__LB_OVER_LIMIT;
+  if (cnt[SLUICE__LB_PATH_LIMIT] > cnt[v])
+    v = SLUICE__LB_PATH_LIMIT;
+  if (cnt[SLUICE__LB_DEADLINE] > cnt[v])
+    v = SLUICE__LB_DEADLINE;
+  return v;
+}
+
+/* Load as pick ranks it: calls in flight, counting this one, per unit of
+ * limit (as lcc: with equal limits, least in flight; a destination that
+ * fails every call at once does not look idlest). */
+static double key(const sluice__lb_dest *d) {
+  return (d->est.in_flight + 1.0) / d->limit;
+}
+
+/* Unstable, and measured lately. A saturated destination that no longer
+ * gets calls (pick prefers the others) completes none, so its state is
+ * not evaluated again: after the hold time without a closed window the
+ * mark lapses and the destination is tried again like the others, which
+ * re-measures it (a destination that failed every call gets about one
+ * call per hold time). */
+static int saturated(const sluice__lb *lb, const sluice__lb_dest *d,
+                     uint64_t now) {
+  return unstable(d->state) &&
+         now - d->est.win_start_ns < BTC_HOLD_DWELLS * lb->cfg.btc_dwell_ns;
+}
+
+static sluice__lb_verdict btc_pick(sluice__lb *lb,
+                                   sluice__lb_dest *const *dests, size_t n,
+                                   const sluice__lb_call *call, uint64_t now,
+                                   size_t *chosen) {
+  unsigned cnt[5] = {0};
+  size_t usable = 0, best = n;
+  int best_sat = 0;
+  double best_k = 0;
+  size_t i = lb->rr_next < n ? lb->rr_next : 0;
+  for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
+    const sluice__lb_dest *d = dests[i];
+    if (!d->usable)
+      continue;
+    usable++;
+    if (!sluice__lb_admits(lb, d, call)) {
+      cnt[d->est.in_flight >= d->limit ? SLUICE__LB_OVER_LIMIT
+                                       : SLUICE__LB_PATH_LIMIT]++;
+      continue;
+    }
+    int sat = saturated(lb, d, now);
+    double kd = key(d);
+    if (best < n && (sat > best_sat || (sat == best_sat && kd >= best_k)))
+      continue;
+    /* The deadline estimate costs divisions: only for a new best. */
+    if (!sluice__lb_in_time(d, call, now)) {
+      cnt[SLUICE__LB_DEADLINE]++;
+      continue;
+    }
+    best = i;
+    best_sat = sat;
+    best_k = kd;
+  }
+  if (best < n) {
+    *chosen = best;
+    lb->rr_next = best + 1 < n ? best + 1 : 0;
+    return SLUICE__LB_PICKED;
+  }
+  return usable ? most_common(cnt) : SLUICE__LB_NONE;
+}
+
+static const char *btc_state_name(const sluice__lb_dest *d) {
+  static const char *const names[9] = {
+      "T-low/C-low",  "T-low/C-mid",  "T-low/C-high",
+      "T-mid/C-low",  "T-mid/C-mid",  "T-mid/C-high",
+      "T-high/C-low", "T-high/C-mid", "T-high/C-high"};
+  return d->state >= 0 && d->state < 9 ? names[d->state] : "?";
+}
+
+const sluice__lb_ops sluice__lb_btc = {
+    .name = "btc",
+    .dest_init = btc_dest_init,
+    .pick = btc_pick,
+    .on_complete = btc_on_complete,
+    .state_name = btc_state_name,
+};
