@@ -63,6 +63,88 @@ int sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
  * SLUICE_DEFAULT_SEND_BUFFER); see sluice_server_call_send. */
 int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes);
 
+/* ---- admission: concurrency limits, queueing, shedding, load report
+ *
+ * A call takes a slot when its handler is about to run and holds it until
+ * the handler calls sluice_server_call_finish (even if the client went away
+ * meanwhile): "in flight" means a handler is running or owes a finish. A
+ * unary or server-streaming call asks for a slot once its request is
+ * complete, a client-streaming or bidi call once its headers have arrived.
+ * A call that finds no slot waits in a FIFO queue (one per loop thread; a
+ * freed slot goes to the oldest waiting call of the loop where it was
+ * freed, and wakes the other loops with waiting calls), then its handler
+ * runs. A waiting call whose deadline passes fails with DEADLINE_EXCEEDED
+ * and its handler never runs; one whose client cancels is dropped.
+ * Refused and shed calls get RESOURCE_EXHAUSTED with a message saying why
+ * and the trailer grpc-retry-pushback-ms (a client that retries should
+ * wait that long; sluice clients see it in sluice_status.trailing_md). */
+
+/* At most n calls in flight in the whole server, across all loops; 0 (the
+ * default) = no limit. Returns 0 or SLUICE_ERR_INVALID_ARG (n > INT32_MAX).
+ */
+int sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o,
+                                                uint32_t n);
+
+/* At most n calls of the method path ("/package.Service/Method", copied) in
+ * flight; 0 removes the limit. Several methods may have limits; setting a
+ * path again replaces its limit. A call waits until both its method and the
+ * server have a free slot; a waiting call held back only by its method's
+ * limit does not hold up calls of other methods. A path that is never
+ * registered is ignored. Returns 0, SLUICE_ERR_INVALID_ARG (path NULL or
+ * not starting with '/') or SLUICE_ERR_NOMEM. */
+int sluice_server_opts_set_method_max_concurrent_calls(sluice_server_opts *o,
+                                                       const char *path,
+                                                       uint32_t n);
+
+/* At most n calls waiting for a slot, server-wide (default 1000). A call
+ * over a limit that finds the queue full is refused at once:
+ * RESOURCE_EXHAUSTED "server queue full (n)", with grpc-retry-pushback-ms
+ * = the current backlog (the oldest wait, or the recent mean queue time;
+ * at least 10 ms). 0 = no queue: a call over a limit is refused at once.
+ * Only matters when a concurrency limit is set. Returns 0 or
+ * SLUICE_ERR_INVALID_ARG. */
+int sluice_server_opts_set_max_queue(sluice_server_opts *o, uint32_t n);
+
+/* Sheds waiting calls on queue time, the CoDel way (RFC 8289): once the
+ * queue time of the oldest waiting call has stayed above target_ms for
+ * interval_ms, that call is answered RESOURCE_EXHAUSTED ("shed by server:
+ * queued 12 ms > target 5 ms", grpc-retry-pushback-ms = interval_ms), and
+ * further ones every interval_ms / sqrt(count) while the queue time stays
+ * above target. A typical setting is 5 / 100. target_ms 0 (the default)
+ * turns it off. Acts on the admission queue, so it needs a concurrency
+ * limit. Returns 0 or SLUICE_ERR_INVALID_ARG (interval 0 with a target, or
+ * either above one hour). */
+int sluice_server_opts_set_codel(sluice_server_opts *o, uint32_t target_ms,
+                                 uint32_t interval_ms);
+
+/* Load report in every response's trailers (on by default; on 0 turns it
+ * off; see also sluice_server_opts_set_load_report_interval):
+ * `endpoint-load-metrics-bin`, a serialized ORCA
+ * xds.data.orca.v3.OrcaLoadReport with
+ *   cpu_utilization  in-flight calls / max concurrent calls, or, without a
+ *                    server-wide limit, in-flight / (64 * loop threads)
+ *                    (a concurrency utilization, not a CPU measurement;
+ *                    may exceed 1),
+ *   rps_fractional   handlers finished per second over the last ~1 s
+ *                    window (0 until the first window has passed),
+ *   named_metrics    "queue_ms": mean queue time of the calls that left the
+ *                    queue in the last window (0 without limits),
+ *                    "in_flight": calls in flight now.
+ * Clients that do not know the trailer ignore it. Returns 0 or
+ * SLUICE_ERR_INVALID_ARG. */
+int sluice_server_opts_set_load_report(sluice_server_opts *o, int on);
+
+/* Sends the load report at most once per ms milliseconds on each
+ * connection (the first response of a connection and every shed or
+ * refused call still carry it); 0 (the default) = on every response. The
+ * report costs about 90 bytes per response (kept out of the HPACK table:
+ * its value changes) and some CPU; with small messages at high rates an
+ * interval of 10 ms keeps the signal fresh for a client's load balancer at
+ * no measurable cost. Returns 0 or SLUICE_ERR_INVALID_ARG (above one
+ * hour). */
+int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
+                                                uint32_t ms);
+
 /* ---- server */
 
 /* Creates a server (not yet listening) in *out. opts may be NULL; it is read

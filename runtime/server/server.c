@@ -23,13 +23,24 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->max_response_size = UINT32_MAX;
   o->max_concurrent_streams = 1000;
   o->send_buffer = SLUICE_DEFAULT_SEND_BUFFER;
+  o->max_queue = 1000;
+  o->load_report = 1;
   *out = o;
   return 0;
+}
+
+static void free_method_limits(sluice_server_opts *o) {
+  for (size_t i = 0; i < o->n_method_limits; i++)
+    free(o->method_limits[i].path);
+  free(o->method_limits);
+  o->method_limits = NULL;
+  o->n_method_limits = 0;
 }
 
 void sluice_server_opts_del(sluice_server_opts *o) {
   if (o) {
     sluice__tls_ctx_unref(o->tls);
+    free_method_limits(o);
     free(o);
   }
 }
@@ -96,6 +107,94 @@ int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes) {
   return 0;
 }
 
+int sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o,
+                                                uint32_t n) {
+  if (!o || n > INT32_MAX)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_calls = n;
+  return 0;
+}
+
+int sluice_server_opts_set_method_max_concurrent_calls(sluice_server_opts *o,
+                                                       const char *path,
+                                                       uint32_t n) {
+  if (!o || !path || path[0] != '/' || n > INT32_MAX)
+    return SLUICE_ERR_INVALID_ARG;
+  for (size_t i = 0; i < o->n_method_limits; i++)
+    if (strcmp(o->method_limits[i].path, path) == 0) {
+      o->method_limits[i].limit = n;
+      return 0;
+    }
+  char *copy = strdup(path);
+  sluice__method_limit *l = realloc(
+      o->method_limits, (o->n_method_limits + 1) * sizeof *o->method_limits);
+  if (!copy || !l) {
+    free(copy);
+    if (l)
+      o->method_limits = l;
+    return SLUICE_ERR_NOMEM;
+  }
+  o->method_limits = l;
+  l[o->n_method_limits].path = copy;
+  l[o->n_method_limits].limit = n;
+  o->n_method_limits++;
+  return 0;
+}
+
+int sluice_server_opts_set_max_queue(sluice_server_opts *o, uint32_t n) {
+  if (!o || n > INT32_MAX)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_queue = n;
+  return 0;
+}
+
+int sluice_server_opts_set_codel(sluice_server_opts *o, uint32_t target_ms,
+                                 uint32_t interval_ms) {
+  if (!o || (target_ms && !interval_ms) || target_ms > 3600000u ||
+      interval_ms > 3600000u)
+    return SLUICE_ERR_INVALID_ARG;
+  o->codel_target_ms = target_ms;
+  o->codel_interval_ms = target_ms ? interval_ms : 0;
+  return 0;
+}
+
+int sluice_server_opts_set_load_report(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->load_report = on != 0;
+  return 0;
+}
+
+int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
+                                                uint32_t ms) {
+  if (!o || ms > 3600000u)
+    return SLUICE_ERR_INVALID_ARG;
+  o->load_report_interval_ms = ms;
+  return 0;
+}
+
+/* The server's own copy of the per-method limits. */
+static int copy_method_limits(sluice_server_opts *dst,
+                              const sluice_server_opts *src) {
+  dst->method_limits = NULL;
+  dst->n_method_limits = 0;
+  if (!src->n_method_limits)
+    return 0;
+  dst->method_limits = calloc(src->n_method_limits, sizeof *dst->method_limits);
+  if (!dst->method_limits)
+    return SLUICE_ERR_NOMEM;
+  for (size_t i = 0; i < src->n_method_limits; i++) {
+    dst->method_limits[i].limit = src->method_limits[i].limit;
+    dst->method_limits[i].path = strdup(src->method_limits[i].path);
+    dst->n_method_limits++;
+    if (!dst->method_limits[i].path) {
+      free_method_limits(dst);
+      return SLUICE_ERR_NOMEM;
+    }
+  }
+  return 0;
+}
+
 int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   if (!out)
     return SLUICE_ERR_INVALID_ARG;
@@ -111,9 +210,19 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
     opts = defaults;
   }
   s->opts = *opts;
+  if (copy_method_limits(&s->opts, opts) != 0) {
+    sluice_server_opts_del(defaults);
+    free(s);
+    return SLUICE_ERR_NOMEM;
+  }
   sluice__tls_ctx_ref(s->opts.tls); /* dropped in sluice_server_del */
   sluice_server_opts_del(defaults);
+  s->limits = s->opts.max_calls > 0;
+  for (size_t i = 0; i < s->opts.n_method_limits; i++)
+    s->limits |= s->opts.method_limits[i].limit > 0;
+  s->count_calls = s->limits || s->opts.load_report;
   uv_mutex_init(&s->mu);
+  uv_mutex_init(&s->win_mu);
   uv_cond_init(&s->cv);
   *out = s;
   return 0;
@@ -154,6 +263,11 @@ int sluice_server_add_service(sluice_server *srv,
     r->dispatch = dispatch[i];
     r->handlers = copy;
     r->user_data = user_data;
+    r->limit = 0;
+    r->in_flight = 0;
+    for (size_t j = 0; j < srv->opts.n_method_limits; j++)
+      if (strcmp(srv->opts.method_limits[j].path, r->method->path) == 0)
+        r->limit = srv->opts.method_limits[j].limit;
   }
   return 0;
 }
@@ -351,6 +465,7 @@ int sluice_server_start(sluice_server *srv) {
     srv->n_loops = i + 1;
   }
   srv->started = 1;
+  sluice__admit_init(srv);
   srv->loops[0].start_task.fn = start_listeners;
   sluice__loop_post(srv->loops[0].loop, &srv->loops[0].start_task);
   return 0;
@@ -385,6 +500,7 @@ static void drain_loop(sluice__task *t) {
 
 static void force_loop(void *ud) {
   sluice__sloop *sl = ud;
+  sluice__admit_loop_close(sl);
   for (sluice__sconn *sc = sl->conns; sc;) {
     sluice__sconn *next = sc->next;
     sluice__sconn_close(sc, "server shut down");
@@ -453,7 +569,9 @@ void sluice_server_del(sluice_server *srv) {
   free(srv->routes);
   free(srv->loops);
   sluice__tls_ctx_unref(srv->opts.tls);
+  free_method_limits(&srv->opts);
   uv_mutex_destroy(&srv->mu);
+  uv_mutex_destroy(&srv->win_mu);
   uv_cond_destroy(&srv->cv);
   free(srv);
 }

@@ -106,24 +106,61 @@ static void close_timer(sluice_server_call *call) {
 
 /* ---- responses */
 
-/* Trailers carrying call->code/message (and the trailing metadata). The
- * header list borrows code (16 bytes) and *msg: keep both until submitted. */
-static int add_status(sluice__nvs *h, sluice_server_call *call, char *code,
-                      char **msg) {
+/* What the trailers borrow until they are submitted. */
+typedef struct status_bufs {
+  char code[16];
+  char *msg; /* percent-encoded grpc-message, freed by the caller */
+  char pushback[16];
+  char load[SLUICE__LOAD_REPORT_B64];
+} status_bufs;
+
+/* The load report goes in every response's trailers, or at most once per
+ * interval on a connection (and always with a shed call's pushback). */
+static int want_load_report(sluice_server_call *call) {
+  const sluice_server_opts *o = &call->srv->opts;
+  if (!o->load_report)
+    return 0;
+  if (!o->load_report_interval_ms || call->pushback_ms || !call->sc)
+    return 1;
+  uint64_t now = sluice_now_ns();
+  if (now < call->sc->load_next_ns)
+    return 0;
+  call->sc->load_next_ns = now + o->load_report_interval_ms * 1000000ull;
+  return 1;
+}
+
+/* Trailers carrying call->code/message, the trailing metadata,
+ * grpc-retry-pushback-ms of a shed call and the load report. The header
+ * list borrows b: keep it until submitted, then free b->msg. */
+static int add_status(sluice__nvs *h, sluice_server_call *call,
+                      status_bufs *b) {
+  b->msg = NULL;
   if (call->code == SLUICE_STATUS_OK) /* the common case, without printf */
-    memcpy(code, "0", 2);
+    memcpy(b->code, "0", 2);
   else
-    snprintf(code, 16, "%d", (int)call->code);
-  sluice__nvs_add_str(h, "grpc-status", code);
+    snprintf(b->code, sizeof b->code, "%d", (int)call->code);
+  sluice__nvs_add_str(h, "grpc-status", b->code);
   if (call->code != SLUICE_STATUS_OK && call->message && *call->message) {
     size_t ml = strlen(call->message);
-    *msg = malloc(ml * 3 + 1);
-    if (!*msg)
+    b->msg = malloc(ml * 3 + 1);
+    if (!b->msg)
       return -1;
-    size_t el = sluice__percent_encode(call->message, ml, *msg);
-    sluice__nvs_add(h, "grpc-message", 12, *msg, el);
+    size_t el = sluice__percent_encode(call->message, ml, b->msg);
+    sluice__nvs_add(h, "grpc-message", 12, b->msg, el);
   }
   sluice__nvs_add_md(h, call->trailing_md);
+  if (call->pushback_ms) {
+    snprintf(b->pushback, sizeof b->pushback, "%u", call->pushback_ms);
+    sluice__nvs_add_str(h, "grpc-retry-pushback-ms", b->pushback);
+  }
+  size_t ll =
+      want_load_report(call) ? sluice__load_report(call->srv, b->load) : 0;
+  if (ll) {
+    sluice__nvs_add(h, "endpoint-load-metrics-bin", 25, b->load, ll);
+    /* A new value every time: keep it out of the HPACK dynamic table. */
+    if (!sluice__nvs_failed(h))
+      h->nv[h->n - 1].flags |= NGHTTP2_NV_FLAG_NO_INDEX;
+  }
   return sluice__nvs_failed(h) ? -1 : 0;
 }
 
@@ -146,12 +183,12 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     sluice__nvs t;
     sluice__nvs_init(&t);
-    char *msg = NULL, code[16];
-    int rv = add_status(&t, call, code, &msg) != 0
+    status_bufs b;
+    int rv = add_status(&t, call, &b) != 0
                  ? -1
                  : nghttp2_submit_trailer(s, id, t.nv, t.n);
     sluice__nvs_free(&t);
-    free(msg);
+    free(b.msg);
     if (rv != 0)
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     call->final_sent = 1;
@@ -171,7 +208,9 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   sluice__sconn *sc = call->sc;
   sluice__nvs h;
   sluice__nvs_init(&h);
-  char st[16], code[16];
+  char st[16];
+  status_bufs b;
+  b.msg = NULL;
   if (http_status == 200)
     memcpy(st, "200", 4);
   else
@@ -183,7 +222,6 @@ static void submit_headers(sluice_server_call *call, int http_status) {
     sluice__nvs_add_str(&h, "grpc-encoding", "gzip");
   sluice__nvs_add_md(&h, call->initial_md);
   int rv;
-  char *msg = NULL;
   int trailers_only = call->responded &&
                       sluice__sendq_queued(&call->sendq) == 0 &&
                       (call->code != SLUICE_STATUS_OK ||
@@ -199,14 +237,14 @@ static void submit_headers(sluice_server_call *call, int http_status) {
                                        h.n, &dp);
   } else {
     /* Trailers-Only: one HEADERS frame with END_STREAM. */
-    rv = add_status(&h, call, code, &msg) != 0
+    rv = add_status(&h, call, &b) != 0
              ? -1
              : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
                                        h.n, NULL);
     call->final_sent = rv == 0;
   }
   sluice__nvs_free(&h);
-  free(msg);
+  free(b.msg);
   if (rv != 0)
     nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
                               call->stream_id, NGHTTP2_INTERNAL_ERROR);
@@ -231,6 +269,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
                    const char *message, int drop) {
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
+  sluice__admit_dequeue(call);
   close_timer(call);
   call->code = code;
   free(call->message);
@@ -354,6 +393,17 @@ static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
   if (call->responded || !call->sc)
     return;
+  if (call->queued) {
+    char msg[96];
+    uint64_t now = sluice_now_ns();
+    snprintf(msg, sizeof msg,
+             "deadline exceeded while queued on the server (%llu ms)",
+             (unsigned long long)(now > call->ready_ns
+                                      ? (now - call->ready_ns) / 1000000u
+                                      : 0));
+    sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    return;
+  }
   /* The stream can end with a status rather than a bare RST_STREAM; the
    * handler's reply is dropped. */
   sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
@@ -375,11 +425,24 @@ static void dispatch(sluice_server_call *call) {
     uv_timer_start(&call->timer, on_deadline,
                    (call->deadline_ns - now + 999999) / 1000000, 0);
   }
+  /* Now, later (queued behind a concurrency limit) or never (shed). */
+  sluice__admit(call);
+}
+
+void sluice__scall_run(sluice_server_call *call) {
   call->dispatched = 1;
   call->handler_owes = 1;
   call->refs++; /* the handler's, released by finish */
   call->route->dispatch(call, call->req, call->route->handlers,
                         call->route->user_data);
+}
+
+void sluice__scall_shed(sluice_server_call *call, sluice_status_code code,
+                        const char *message, uint32_t pushback_ms) {
+  if (call->responded || !call->sc)
+    return;
+  call->pushback_ms = pushback_ms;
+  sluice__scall_fail(call, code, message);
 }
 
 void sluice__scall_headers_done(sluice_server_call *call) {
@@ -439,6 +502,7 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
       nghttp2_session_consume_connection(sc->conn.session, left);
   }
   call->sc = NULL;
+  sluice__admit_dequeue(call);
   int cancelled = !(call->final_sent && h2_error == NGHTTP2_NO_ERROR);
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   call->responded = 1;
@@ -508,6 +572,8 @@ static void post_resume(sluice_server_call *call) {
 static void on_finish_task(sluice__task *t) {
   sluice_server_call *call = (sluice_server_call *)t;
   call->handler_owes = 0;
+  /* The slot goes to a waiting call first; then this call's status. */
+  sluice__admit_release(call, 1);
   if (call->sc && !call->responded)
     decide(call, call->fin_code, call->fin_message, 0);
   sluice__scall_unref(call);
@@ -595,6 +661,7 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   if (srv->stopped) {
     /* The loops are gone and the stream with them: nothing to send. */
     uv_mutex_unlock(&srv->mu);
+    sluice__admit_release(call, 0);
     scall_free(call, 0);
     return 0;
   }

@@ -20,7 +20,15 @@ typedef struct sluice__route {
   sluice_unary_dispatch dispatch;
   const void *handlers; /* the service's copy */
   void *user_data;
+  uint32_t limit; /* max concurrent calls of this method; 0: none */
+  int in_flight;  /* atomic: this method's calls holding a slot (limit only) */
 } sluice__route;
+
+/* sluice_server_opts_set_method_max_concurrent_calls */
+typedef struct sluice__method_limit {
+  char *path;
+  uint32_t limit;
+} sluice__method_limit;
 
 struct sluice_server_opts {
   unsigned threads;
@@ -28,7 +36,16 @@ struct sluice_server_opts {
   uint32_t max_response_size;
   uint32_t max_concurrent_streams;
   uint32_t send_buffer;
-  struct ssl_ctx_st *tls; /* NULL: plaintext; a reference */
+  /* admission (server_admit.c) */
+  uint32_t max_calls; /* server-wide concurrent calls; 0: no limit */
+  sluice__method_limit *method_limits; /* owned (deep-copied by the server) */
+  size_t n_method_limits;
+  uint32_t max_queue;       /* waiting calls, server-wide */
+  uint32_t codel_target_ms; /* 0: CoDel off */
+  uint32_t codel_interval_ms;
+  int load_report; /* endpoint-load-metrics-bin in the trailers */
+  uint32_t load_report_interval_ms; /* per connection; 0: every response */
+  struct ssl_ctx_st *tls;           /* NULL: plaintext; a reference */
   char last_error[256];
 };
 
@@ -39,12 +56,30 @@ typedef struct sluice__listener {
   char *path; /* unix: to unlink on shutdown */
 } sluice__listener;
 
+/* CoDel state of one loop's admission queue (RFC 8289 names). */
+typedef struct sluice__codel {
+  uint64_t first_above; /* ns; 0: sojourn below target */
+  uint64_t drop_next;   /* ns */
+  uint32_t count, lastcount;
+  int dropping;
+} sluice__codel;
+
 struct sluice__sloop {
   sluice_server *srv;
   sluice__loop *loop;
   sluice__task start_task, drain_task, force_task;
   struct sluice__sconn *conns; /* doubly linked */
   unsigned n_conns;
+  /* admission queue: calls over a concurrency limit, oldest first (loop
+   * thread only, except the two atomics) */
+  struct sluice_server_call *q_head, *q_tail;
+  int n_waiting;          /* atomic: queue length, read by other loops */
+  int wake_posted;        /* atomic: wake_task queued */
+  sluice__task wake_task; /* a slot was freed on another loop */
+  sluice__codel codel;
+  uv_timer_t codel_timer;
+  int codel_timer_open;
+  int closing; /* the loop is being torn down: admit nothing more */
 };
 
 struct sluice_server {
@@ -65,6 +100,18 @@ struct sluice_server {
   uv_cond_t cv;
   unsigned live_conns;     /* guarded by mu */
   unsigned listeners_open; /* loop 0 only */
+  /* admission and load (server_admit.c); atomics unless noted */
+  int limits;      /* a concurrency limit is set: calls go through the queue
+                      (constant after sluice_server_new) */
+  int count_calls; /* limits or load report: in_flight is kept (constant) */
+  int in_flight;   /* handlers running or owed a finish */
+  int waiting;     /* calls queued on every loop */
+  uint64_t completions;   /* handlers finished */
+  uint64_t q_sum_us, q_n; /* queue time of calls that left the queue */
+  uv_mutex_t win_mu;      /* one thread rolls the load window */
+  uint64_t win_start;     /* ns */
+  uint64_t win_completions, win_q_sum_us, win_q_n; /* under win_mu */
+  uint64_t rps_bits, queue_ms_bits; /* doubles of the last window */
 };
 
 /* One HTTP/2 server connection. */
@@ -76,6 +123,7 @@ struct sluice__sconn {
   char *peer_identity; /* verified client certificate subject, or NULL */
   unsigned active_calls;
   struct sluice_server_call *calls; /* attached to a stream; linked */
+  uint64_t load_next_ns;            /* next load report due (report interval) */
 };
 
 struct sluice_server_call {
@@ -115,14 +163,20 @@ struct sluice_server_call {
   char *peer_identity; /* copied from the connection, or NULL */
   uv_timer_t timer;
   int timer_open;
-  int refs;         /* stream + handler + timer */
-  int handler_owes; /* dispatched, finish not yet called */
-  int responded;    /* the final status is decided: nothing more from the
-                       handler is sent */
-  int headers_sent; /* atomic: response HEADERS submitted */
-  int final_sent;   /* trailers (or Trailers-Only) submitted */
-  int cancelled;    /* atomic: reply will be discarded */
-  int finished;     /* atomic: finish was called */
+  /* admission (server_admit.c; loop thread) */
+  sluice_server_call *q_prev, *q_next; /* in sl's queue while queued */
+  int queued;
+  int slot;             /* holds a concurrency slot, given back by finish */
+  uint64_t ready_ns;    /* request ready for the handler (queue entry) */
+  uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
+  int refs;             /* stream + handler + timer */
+  int handler_owes;     /* dispatched, finish not yet called */
+  int responded;        /* the final status is decided: nothing more from the
+                           handler is sent */
+  int headers_sent;     /* atomic: response HEADERS submitted */
+  int final_sent;       /* trailers (or Trailers-Only) submitted */
+  int cancelled;        /* atomic: reply will be discarded */
+  int finished;         /* atomic: finish was called */
   /* streaming */
   sluice_server_call_handlers h;
   void *h_ud;
@@ -163,6 +217,32 @@ void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
 /* The stream closed (or the connection died; h2_error then CANCEL). */
 void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error);
 void sluice__scall_unref(sluice_server_call *call);
+/* Runs the handler (admitted; the deadline timer is armed). */
+void sluice__scall_run(sluice_server_call *call);
+/* Answers with an error and grpc-retry-pushback-ms (the call was shed). */
+void sluice__scall_shed(sluice_server_call *call, sluice_status_code code,
+                        const char *message, uint32_t pushback_ms);
+
+/* server_admit.c: concurrency limits, the admission queue, CoDel and the
+ * load report. */
+/* The server and loops are set up: initial state of admission. */
+void sluice__admit_init(sluice_server *srv);
+/* The request is ready for its handler (deadline timer armed): runs it now,
+ * queues it, or sheds it (RESOURCE_EXHAUSTED). */
+void sluice__admit(sluice_server_call *call);
+/* The handler finished: gives its slot back and admits waiting calls (on
+ * this loop at once, on other loops through a posted wake-up). on_loop 0:
+ * the loops are gone (finish after shutdown): only the counters. */
+void sluice__admit_release(sluice_server_call *call, int on_loop);
+/* Takes a queued call out of its queue (answered, or its stream ended). */
+void sluice__admit_dequeue(sluice_server_call *call);
+/* Loop teardown: admit nothing more, close the CoDel timer. */
+void sluice__admit_loop_close(sluice__sloop *sl);
+/* The load report for a response's trailers: base64 of an ORCA
+ * OrcaLoadReport into out (at least SLUICE__LOAD_REPORT_B64 bytes). Returns
+ * its length (0: none). */
+#define SLUICE__LOAD_REPORT_B64 128
+size_t sluice__load_report(sluice_server *srv, char *out);
 const sluice__route *sluice__server_route(const sluice_server *srv,
                                           const char *path, size_t len);
 void sluice__server_conn_gone(sluice_server *srv);
