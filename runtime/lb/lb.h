@@ -24,6 +24,9 @@
 /* Paths (methods) tracked separately per destination; a channel's paths
  * beyond this share the last slot. */
 #define SLUICE__LB_MAX_PATHS 8
+/* Successful calls a destination must have answered before a call is
+ * refused for its deadline there. */
+#define SLUICE__LB_MIN_SAMPLES 8
 
 /* Why a call was not sent (also the stats' drop reasons). */
 typedef enum sluice__lb_verdict {

@@ -144,14 +144,11 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
   double lat = latency_ns ? (double)latency_ns : 1.0;
 
   if (overload) {
-    /* A failed call's latency only says the destination was at least this
-     * slow (a deadline) or tells nothing (refused at once): it may raise
-     * the average, never lower it or the minimum, and it is no
-     * completion. */
-    if (lat > e->lat_ewma_ns)
-      ewma(&e->lat_ewma_ns, lat, cfg->smoothing);
-    if (lat > e->path_lat_ewma_ns[p])
-      ewma(&e->path_lat_ewma_ns[p], lat, cfg->smoothing);
+    /* A failed call's latency is censored (a deadline says only "at least
+     * this slow"; a refusal says nothing): it does not enter the latency
+     * estimates, which the deadline check trusts, and it is no completion;
+     * the limit backs off instead. */
+    (void)lat;
     e->limit = clamp_limit(cfg, e->limit * OVERLOAD_CUT);
     return;
   }
@@ -220,6 +217,9 @@ int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
     return 1;
   if (call->deadline_ns <= now)
     return 0;
+  /* Refuse only on evidence: a few successful calls measured. */
+  if (d->est.samples < SLUICE__LB_MIN_SAMPLES)
+    return 1;
   uint64_t want = expected(&d->est, (int)path_of(call));
   return want == 0 || call->deadline_ns - now >= want;
 }

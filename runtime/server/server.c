@@ -25,6 +25,7 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->send_buffer = SLUICE_DEFAULT_SEND_BUFFER;
   o->max_queue = 1000;
   o->load_report = 1;
+  o->load_report_interval_ms = 10; /* see server.h: cost vs freshness */
   *out = o;
   return 0;
 }

@@ -271,6 +271,9 @@ static sluice_server_opts *new_opts(unsigned threads) {
   sluice_server_opts *o = NULL;
   assert_int_equal(sluice_server_opts_new(&o), 0);
   assert_int_equal(sluice_server_opts_set_threads(o, threads), 0);
+  /* These tests read the report on every response (default: one per
+   * 10 ms per connection). */
+  assert_int_equal(sluice_server_opts_set_load_report_interval(o, 0), 0);
   return o;
 }
 
