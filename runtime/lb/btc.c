@@ -11,23 +11,29 @@
  *   Leff   min(L, est.limit): the gradient limit joins in, so queueing is
  *          seen while L is still permissive
  *   rate   d->rate_avg: rate_calls smoothed over windows (0.25 a window)
+ *   base   the no-load latency of the present traffic: lat_min with one
+ *          method; with several, lat_ewma x the in-flight-weighted
+ *          path_lat_min / path_lat_ewma (Little's law per path), so a mix
+ *          of 1 ms and 50 ms methods does not look queued
+ *   queueing  lat_ewma > tolerance x base
  *   n      rate x lat_ewma: calls in flight on average (Little's law; the
  *          instantaneous count jumps at every send and completion), or the
- *          instantaneous count when it is beyond Leff (a backlog the
- *          averages have not seen yet)
- *   uC     n / Leff                                   concurrency usage
+ *          instantaneous count when it is beyond Leff
+ *   uC     n / Leff, or in_flight / (2n + 2) when queueing and larger: a
+ *          backlog building faster than the averages follow, seen even
+ *          while every limit is still permissive      concurrency usage
  *   uT     the peer's utilization smoothed over windows, while reports are
  *          fresh (younger than 10 windows); else rate / cap; 0 while no
  *          capacity is known                          throughput usage
  *
  * cap (d->cap) is the capacity learnt, calls/s. The destination is
- * saturated when calls queue there (lat_ewma > tolerance x lat_min) and
- * uC is high: its workers are all busy, so what it completes is what it
- * can do; cap takes that rate (up at once, down by smoothing). Otherwise a
- * known cap rises when a queueing window or the smoothed rate did more,
- * and becomes unknown again when the smoothed rate exceeds it by 10 % (the
- * destination got faster). Until a first saturation nothing says the rate
- * is high: a fresh channel at 30 % or 80 % load is T-low.
+ * saturated when it is queueing and uC is high: its workers are all busy,
+ * so what it completes is what it can do; cap takes that rate (up at
+ * once, down by smoothing). Otherwise a known cap rises when a queueing
+ * window or the smoothed rate did more, and becomes unknown again when
+ * the smoothed rate exceeds it by 10 % (the destination got faster).
+ * Until a first saturation nothing says the rate is high: a fresh channel
+ * at 30 % or 80 % load is T-low.
  *
  * Segments by btc_low / btc_high (0.5 / 0.9): entered upward at the
  * boundary at once; left downward only 10 % below it (high below 0.81,
@@ -46,19 +52,27 @@
  *
  * A completion that failed for overload (RESOURCE_EXHAUSTED,
  * DEADLINE_EXCEEDED, UNAVAILABLE: the destination pushed back) is
- * classified at once with T high.
+ * classified at once with T high; the limit does not move for it (a lost
+ * connection says nothing about capacity), only at the next window.
  *
  * ## Actions, at most one per btc_dwell_ns (200 ms)
  *
- *   target = cap x lat_min x tolerance   (Little's law: the calls in
- *            flight that sustain the capacity at the tolerated latency;
- *            the present rate_calls while cap is unknown)
+ *   target = cap x base x tolerance   (Little's law: the calls in flight
+ *            that sustain the capacity at the tolerated latency; the
+ *            present rate_calls while cap is unknown)
  *
  * Unstable -- both dimensions:
  * - throughput: the destination is saturated; pick() sends there only
  *   when no unsaturated destination can take the call;
  * - concurrency: L moves to the target: down at once, but not below half
- *   the gradient limit (est.limit); up by max(1, 5 % of L) per action.
+ *   the gradient limit (est.limit) -- a stale or unrepresentative lat_min
+ *   (the destination became slower for good; a few cheap calls on a
+ *   method whose calls usually cost more) makes the target too low, and
+ *   cutting to it would lower the rate, the capacity learnt, the target
+ *   ... in a spiral the gradient limit stops; the first cut from the
+ *   permissive start stops at the average in flight n instead of waiting
+ *   for the gradient limit to come down; up by max(1, 5 % of L) per
+ *   action.
  * Stable, C-mid (the limit is in use): L grows by max(1, 5 %), up to
  * est.limit, and once cap is known no further than the target.
  * Stable, C-low, cap unknown: L drifts back to initial_limit the same way
@@ -176,8 +190,31 @@ static void learn_cap(const sluice__lb_config *cfg, sluice__lb_dest *d,
   }
 }
 
+/* The no-load latency of the traffic d carries now. With one method it
+ * is lat_min. A channel that mixes a 1 ms and a 50 ms method has calls of
+ * both in flight, and the 1 ms minimum would make every 50 ms call look
+ * queued and the Little's-law target far too small. By Little's law per
+ * path, the calls in flight at no load are sum(n_p x min_p / ewma_p); as
+ * a latency, lat_ewma times the in-flight-weighted min_p / ewma_p (the
+ * call that just completed counts on its path). */
+static double base_latency(const sluice__lb_est *e, uint32_t path) {
+  double w = 0, wg = 0;
+  for (uint32_t p = 0; p < SLUICE__LB_MAX_PATHS; p++) {
+    double n = (double)e->path_in_flight[p] + (p == path ? 1 : 0);
+    double min = e->path_lat_min_ns[p], avg = e->path_lat_ewma_ns[p];
+    if (n <= 0 || min <= 0 || avg <= 0)
+      continue;
+    w += n;
+    wg += n * (min < avg ? min / avg : 1);
+  }
+  if (w <= 0 || e->lat_ewma_ns <= 0)
+    return e->lat_min_ns;
+  double base = e->lat_ewma_ns * wg / w;
+  return base > e->lat_min_ns ? base : e->lat_min_ns;
+}
+
 /* The action of d's state, if the dwell allows one. */
-static void act(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+static void act(sluice__lb *lb, sluice__lb_dest *d, double base, uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
   const sluice__lb_est *e = &d->est;
   if (now - d->last_action_ns < cfg->btc_dwell_ns)
@@ -185,19 +222,21 @@ static void act(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   /* The Little's-law limit that sustains the capacity (or, before it is
    * known, the present rate) at the tolerated latency. */
   double r = d->cap > 0 ? d->cap : e->rate_calls;
-  if (r <= 0 || e->lat_min_ns <= 0)
+  if (r <= 0 || base <= 0)
     return; /* nothing measured to act on */
-  double target = clamp_limit(lb, r * e->lat_min_ns * 1e-9 * cfg->tolerance);
+  double target = clamp_limit(lb, r * base * 1e-9 * cfg->tolerance);
   double limit = d->limit;
   if (unstable(d->state)) {
     if (target < limit) {
-      /* Down to the target at once, but not below half the gradient
-       * limit: should lat_min be stale (the destination became slower for
-       * good and has not been idle since), the target is too low, and
-       * cutting to it would lower the rate, the capacity learnt from it,
-       * the target ... the gradient limit, which backs off only while
-       * latency grows with concurrency, stops that spiral. */
-      double floor = e->limit * BTC_CUT;
+      /* Down to the target, not below half the gradient limit (a stale
+       * or unrepresentative lat_min: see above); the first cut from the
+       * permissive start not below half of 2n. */
+      double grad = e->limit;
+      double n_avg = (d->rate_avg > 0 ? d->rate_avg : e->rate_calls) *
+                     e->lat_ewma_ns * 1e-9;
+      if (limit >= cfg->initial_limit && grad > 2 * n_avg)
+        grad = 2 * n_avg;
+      double floor = grad * BTC_CUT;
       if (floor < target)
         floor = target;
       if (floor < limit)
@@ -234,14 +273,14 @@ static void act(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
 
 /* Classifies d (state), then acts. pressure: the destination just pushed
  * back (T high whatever the rates say). */
-static void evaluate(sluice__lb *lb, sluice__lb_dest *d, int pressure,
-                     uint64_t now) {
+static void evaluate(sluice__lb *lb, sluice__lb_dest *d, uint32_t path,
+                     int pressure, uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
   const sluice__lb_est *e = &d->est;
   if (e->lat_min_ns <= 0 && !pressure)
     return; /* nothing measured yet: stay as we are (state 0) */
-  int queueing =
-      e->lat_min_ns > 0 && e->lat_ewma_ns > cfg->tolerance * e->lat_min_ns;
+  double base = base_latency(e, path);
+  int queueing = base > 0 && e->lat_ewma_ns > cfg->tolerance * base;
   /* One window's rate is noisy (a Poisson 800/s flow gives 80 +- 9 calls
    * per 100 ms), and so is a peer's utilization (in flight / capacity at
    * the moment it answered): T reads both smoothed over a few windows. */
@@ -263,6 +302,14 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, int pressure,
     n_avg = (double)e->in_flight; /* beyond the limit now: a backlog that
                                      the averages have not seen yet */
   double u_c = n_avg / l_eff;
+  /* Calls queue there and it holds more than twice the calls its recent
+   * throughput and latency account for (Little's law), plus two: a
+   * backlog building faster than the averages follow, high concurrency
+   * whatever the limits say (they may still be at their permissive
+   * start). */
+  double backlog = 2 * n_avg + 2;
+  if (queueing && e->in_flight > backlog && e->in_flight / backlog > u_c)
+    u_c = e->in_flight / backlog;
   int fall = now - d->state_since_ns >= BTC_HOLD_DWELLS * cfg->btc_dwell_ns;
   int c = segment(u_c, c_seg(d->state), cfg->btc_low, cfg->btc_high, fall);
 
@@ -285,7 +332,11 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, int pressure,
       c = c_seg(d->state);
   }
   set_state(d, t * 3 + c, now);
-  act(lb, d, now);
+  /* A push-back marks the destination at once; the limit moves on
+   * measurements only (a lost connection fails its calls without saying
+   * anything about capacity). */
+  if (!pressure)
+    act(lb, d, base, now);
 }
 
 static void btc_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
@@ -301,7 +352,6 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_call *call, uint64_t latency_ns,
                             sluice_status_code code, uint32_t resp_size,
                             uint64_t now) {
-  (void)call;
   (void)latency_ns;
   (void)resp_size;
   int pressure = code == SLUICE_STATUS_RESOURCE_EXHAUSTED ||
@@ -310,7 +360,10 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
   /* est_done has just run: a window closed at this completion when its
    * start moved to now. */
   if (pressure || d->est.win_start_ns == now)
-    evaluate(lb, d, pressure, now);
+    evaluate(lb, d,
+             call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
+                                                  : SLUICE__LB_MAX_PATHS - 1,
+             pressure, now);
 }
 
 static sluice__lb_verdict most_common(const unsigned cnt[5]) {
