@@ -186,7 +186,7 @@ void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
              sluice__sendq_rewind(&c->sendq) == 0) {
     /* Never processed by the server (GOAWAY or REFUSED_STREAM): retry
      * transparently, as gRPC does. */
-    sluice__channel_lb_done(c, SLUICE_STATUS_UNAVAILABLE);
+    sluice__channel_lb_unsent(c);
     reset_for_retry(c);
     c->state = SLUICE__CALL_PENDING;
     sluice__link_push(&c->ch->pending, &c->link);

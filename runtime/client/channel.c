@@ -433,6 +433,13 @@ void sluice__channel_peer_load(sluice__dest *d, const sluice_metadata *md) {
   sluice__lb_peer_report(&d->ch->lb, &d->lb, &l, sluice_now_ns());
 }
 
+void sluice__channel_lb_unsent(sluice__ccall *c) {
+  if (c->lb_dest)
+    sluice__lb_unsent(&c->ch->lb, &c->lb_dest->lb, &c->lbc);
+  c->lb_dest = NULL;
+  c->strat_done = 0;
+}
+
 void sluice__channel_lb_done(sluice__ccall *c, sluice_status_code code) {
   sluice__dest *d = c->lb_dest;
   if (!d)

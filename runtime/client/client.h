@@ -220,6 +220,9 @@ uint32_t sluice__channel_path_id(sluice_channel *ch,
                                  const sluice_method_desc *m);
 /* channel.c: the balancer hears that call (sent to call->lb_dest) ended. */
 void sluice__channel_lb_done(sluice__ccall *call, sluice_status_code code);
+/* The call was refused before its server processed it and goes back to
+ * the pending list (transparent retry): the balancer forgets it was sent. */
+void sluice__channel_lb_unsent(sluice__ccall *call);
 /* A server's load report arrived on d's connection. */
 void sluice__channel_peer_load(sluice__dest *d, const sluice_metadata *md);
 

@@ -78,6 +78,19 @@ void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
     lb->ops->on_sent(lb, d, call, now);
 }
 
+void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
+                       const sluice__lb_call *call) {
+  (void)lb;
+  if (d->stats.sent)
+    d->stats.sent--;
+  if (d->est.in_flight)
+    d->est.in_flight--;
+  uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
+                                                    : SLUICE__LB_MAX_PATHS - 1;
+  if (d->est.path_in_flight[p])
+    d->est.path_in_flight[p]--;
+}
+
 /* Statuses that say the destination could not keep up: the limits back
  * off. Other failures (NOT_FOUND, INVALID_ARGUMENT ...) are the call's own
  * business and are measured like successes. */

@@ -40,24 +40,24 @@ typedef enum sluice__lb_verdict {
 
 /* Tunables; sluice__lb_config_default() gives the defaults in comments. */
 typedef struct sluice__lb_config {
-  double initial_limit;  /* 1000: permissive start, behaves like lcc */
-  double min_limit;      /* 1 */
-  double max_limit;      /* 10000 */
-  double path_share;     /* 0.5: a path may hold at most this share of a
-                            destination's limit while other paths are
-                            active (so a slow method cannot starve a fast
-                            one); a path holding less than min(share,
-                            1 - share) of the limit is admitted even at
-                            the limit, up to that much above it */
-  uint64_t window_ns;    /* 100 ms: rate measurement window */
+  double initial_limit;      /* 1000: permissive start, behaves like lcc */
+  double min_limit;          /* 1 */
+  double max_limit;          /* 10000 */
+  double path_share;         /* 0.5: a path may hold at most this share of a
+                                destination's limit while other paths are
+                                active (so a slow method cannot starve a fast
+                                one); a path holding less than min(share,
+                                1 - share) of the limit is admitted even at
+                                the limit, up to that much above it */
+  uint64_t window_ns;        /* 100 ms: rate measurement window */
   uint64_t min_rtt_reset_ns; /* 10 s: the no-load latency is re-learnt */
-  double tolerance;      /* 1.5: latency may grow to tolerance x min RTT
-                            before the gradient limiter backs off */
-  double smoothing;      /* 0.2: EWMA factor of latency and limit moves */
-  double bcc_low, bcc_high; /* 0.5, 0.9: usage thresholds (in_flight/limit) */
-  double btc_low, btc_high; /* 0.5, 0.9: segment thresholds, both axes */
-  uint64_t btc_dwell_ns;    /* 200 ms: minimum time between BTC actions */
-  int lcc_p2c;              /* 0: ties by round robin; 1: power of 2 choices */
+  double tolerance;          /* 1.5: latency may grow to tolerance x min RTT
+                                before the gradient limiter backs off */
+  double smoothing;          /* 0.2: EWMA factor of latency and limit moves */
+  double bcc_low, bcc_high;  /* 0.5, 0.9: usage thresholds (in_flight/limit) */
+  double btc_low, btc_high;  /* 0.5, 0.9: segment thresholds, both axes */
+  uint64_t btc_dwell_ns;     /* 200 ms: minimum time between BTC actions */
+  int lcc_p2c;               /* 0: ties by round robin; 1: power of 2 choices */
 } sluice__lb_config;
 
 void sluice__lb_config_default(sluice__lb_config *c);
@@ -82,29 +82,29 @@ typedef struct sluice__lb_peer_load {
 typedef struct sluice__lb_est {
   uint32_t in_flight;
   uint32_t path_in_flight[SLUICE__LB_MAX_PATHS];
-  double lat_ewma_ns;   /* EWMA of completed calls' latency; 0 = none yet */
-  double lat_min_ns;    /* windowed minimum: the no-load latency; 0 = none */
+  double lat_ewma_ns; /* EWMA of completed calls' latency; 0 = none yet */
+  double lat_min_ns;  /* windowed minimum: the no-load latency; 0 = none */
   uint64_t lat_min_since_ns;
   double lat_min_cur_ns; /* minimum of the current period (since
                             lat_min_since_ns): replaces lat_min_ns when
                             the period ends; 0 = none */
-  double rate_calls;    /* completions per second (last full window) */
-  double rate_bytes;    /* request+response bytes per second */
-  double rate_max;      /* highest rate_calls seen: the capacity estimate */
+  double rate_calls;     /* completions per second (last full window) */
+  double rate_bytes;     /* request+response bytes per second */
+  double rate_max;       /* highest rate_calls seen: the capacity estimate */
   uint64_t win_start_ns;
   uint64_t win_calls, win_bytes;
-  double limit;         /* gradient concurrency limit (Gradient2-like):
-                           min_limit..max_limit */
+  double limit; /* gradient concurrency limit (Gradient2-like):
+                   min_limit..max_limit */
   double path_lat_ewma_ns[SLUICE__LB_MAX_PATHS];
   /* Per-path windowed minimum, as lat_min_ns: the gradient compares a
    * path's latency with its own no-load latency, so a channel mixing a
    * 1 ms and a 100 ms method does not read the mix as queueing. */
   double path_lat_min_ns[SLUICE__LB_MAX_PATHS];
   double path_lat_min_cur_ns[SLUICE__LB_MAX_PATHS];
-  double peer_util;     /* last report, < 0 none */
+  double peer_util; /* last report, < 0 none */
   double peer_queue_ms;
   uint64_t peer_load_ns;
-  uint64_t samples;     /* completed calls measured */
+  uint64_t samples; /* completed calls measured */
 } sluice__lb_est;
 
 void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
@@ -127,7 +127,7 @@ uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now);
 /* Per-destination stats, kept by lb.c. */
 typedef struct sluice__lb_stats {
   uint64_t sent, ok, failed;
-  uint64_t dropped[5]; /* by sluice__lb_verdict (PICKED unused) */
+  uint64_t dropped[5];            /* by sluice__lb_verdict (PICKED unused) */
   sluice__histogram latency;      /* completed calls, microseconds */
   uint64_t algo_ns_sum, algo_n;   /* pick() time */
   uint64_t strat_ns_sum, strat_n; /* pick until the request is flushed */
@@ -135,15 +135,15 @@ typedef struct sluice__lb_stats {
 
 /* One destination as the balancer sees it. */
 typedef struct sluice__lb_dest {
-  int usable;  /* connected: may be picked (set by the channel) */
+  int usable; /* connected: may be picked (set by the channel) */
   sluice__lb_est est;
-  double limit; /* the strategy's admission limit; 0 = none (rr) */
-  double cap;   /* btc: capacity estimate, calls/s, learnt while the
-                   destination queued; 0 = not known yet */
+  double limit;    /* the strategy's admission limit; 0 = none (rr) */
+  double cap;      /* btc: capacity estimate, calls/s, learnt while the
+                      destination queued; 0 = not known yet */
   double rate_avg; /* btc: rate_calls smoothed over windows, calls/s */
   double util_avg; /* btc: the peer's utilization smoothed over windows */
-  int state;    /* strategy-defined (bcc: 0 low, 1 normal, 2 high; btc:
-                   0..8 = throughput segment * 3 + concurrency segment) */
+  int state;       /* strategy-defined (bcc: 0 low, 1 normal, 2 high; btc:
+                      0..8 = throughput segment * 3 + concurrency segment) */
   uint64_t state_since_ns;
   uint64_t last_action_ns;
   sluice__lb_stats stats;
@@ -180,7 +180,7 @@ struct sluice__lb {
   const sluice__lb_ops *ops;
   sluice__lb_config cfg;
   size_t rr_next;
-  uint64_t rng; /* xorshift state (p2c) */
+  uint64_t rng;        /* xorshift state (p2c) */
   uint64_t dropped[5]; /* channel-level drops by sluice__lb_verdict
                           (PICKED unused), counted by sluice__lb_pick */
 };
@@ -198,9 +198,10 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
 /* What the channel calls: pick (with algo-time and drop accounting),
  * sent, complete (latency histogram, ok/failed, estimators, then the
  * strategy), peer load report. */
-sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, sluice__lb_dest *const *dests,
-                                   size_t n, const sluice__lb_call *call,
-                                   uint64_t now, size_t *chosen);
+sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
+                                   sluice__lb_dest *const *dests, size_t n,
+                                   const sluice__lb_call *call, uint64_t now,
+                                   size_t *chosen);
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
                      const sluice__lb_call *call, uint64_t now);
 void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
@@ -210,6 +211,12 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
 /* (Named _peer_report, not _peer_load: that is the report's type.) */
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_peer_load *l, uint64_t now);
+
+/* The call sent to d never reached its server (refused before processing,
+ * REFUSED_STREAM / GOAWAY) and is sent again elsewhere: as if never sent,
+ * no measurement, no push-back. */
+void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
+                       const sluice__lb_call *call);
 
 /* Helpers shared by strategies. */
 /* Non-zero when d may take call under limit (its own and its path's). */

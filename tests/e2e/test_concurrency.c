@@ -44,6 +44,9 @@ static void many_cb(const sluice_status *st, const E2e__EchoMsg *resp,
   many_tag *t = user_data;
   many *m = t->m;
   atomic_fetch_add(&m->per_call[t->i], 1);
+  if (st->code != SLUICE_STATUS_OK)
+    print_message("call %d: %s: %s\n", t->i, sluice_status_name(st->code),
+                  st->message);
   if (st->code == SLUICE_STATUS_OK && resp != NULL) {
     char want[32];
     snprintf(want, sizeof want, "call %d", t->i);
