@@ -7,7 +7,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build build-asan demo test test-plain test-asan format clean
+.PHONY: all deps build build-asan demo test test-plain test-asan format clean \
+	bench-testbed
 
 all: build
 
@@ -32,6 +33,13 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 test: test-plain test-asan
+
+# The paper's 5-layer chain on this machine, every strategy at three loads
+# (a few minutes); writes docs/results/testbed-<date>.md and plots.
+bench-testbed: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen
+	examples/testbed/run.sh $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
