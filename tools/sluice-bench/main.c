@@ -1,0 +1,1057 @@
+/* sluice-bench: a load generator for any gRPC unary method and for bidi
+ * ping-pong, against sluice or any stock gRPC server. See usage() below and
+ * tools/sluice-bench/README.md.
+ *
+ * Messages go through a generic "raw" message (raw.proto: a message with no
+ * fields), so protobuf-c keeps every field of any request or response as
+ * unknown fields and packs them back byte for byte: the tool needs no
+ * generated code for the method it calls.
+ *
+ * Threads: every connection is one sluice channel with one ipv4:/ipv6:
+ * destination, hence one TCP connection, running on its own loop thread.
+ * Completion callbacks of a channel all run on its loop thread, so each
+ * channel keeps its own statistics without locks; they are merged at the
+ * end. Closed loop: a completion starts the next call on the same channel,
+ * from the loop thread (no hand-off). Open loop: --threads generator threads
+ * follow a precomputed schedule (sb_sched.h) and spread calls round robin over
+ * the channels; latency is measured from each call's intended send time. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+
+#include "sluice/sluice.h"
+
+#include "raw.pb-c.h"
+#include "sb_adaptive.h"
+#include "sb_sched.h"
+#include "sb_stats.h"
+
+#define DEFAULT_METHOD "/bench.Echo/Unary"
+#define DEFAULT_BIDI_METHOD "/bench.Echo/Bidi"
+
+/* ---- configuration */
+
+typedef struct config {
+  const char *target;
+  const char *method;
+  const char *request_file;
+  size_t size;
+  int bidi;
+  unsigned concurrency;
+  double rate; /* > 0: open loop */
+  sb_arrival arrival;
+  unsigned max_outstanding;
+  double late_ms;
+  unsigned connections;
+  unsigned threads;
+  double duration_s, warmup_s;
+  uint64_t deadline_ms;
+  const char *lb;
+  int json;
+  int quiet;
+  uint64_t seed;
+  /* adaptive */
+  int adaptive;
+  double slo_p99_ms;
+  double max_error_rate; /* fraction */
+  double start_rate;
+  double step_s;
+  int max_steps;
+} config;
+
+static void usage(FILE *f, const char *prog) {
+  fprintf(
+      f,
+      "usage: %s --target HOST:PORT [options]\n"
+      "\n"
+      "What to call:\n"
+      "  --method PATH          unary method (default " DEFAULT_METHOD ", or\n"
+      "                         " DEFAULT_BIDI_METHOD " with --bidi)\n"
+      "  --request FILE         serialized request message (e.g. /dev/null "
+      "for an\n"
+      "                         empty message); default: bench.EchoMsg with "
+      "--size\n"
+      "  --size B               payload bytes of the default request "
+      "(default 64)\n"
+      "  --bidi                 ping-pong on a bidi method: one message in "
+      "flight per\n"
+      "                         stream, latency per round trip (closed loop "
+      "only)\n"
+      "\n"
+      "Load:\n"
+      "  --concurrency N        closed loop: N calls (streams with --bidi) "
+      "outstanding\n"
+      "                         (default 1)\n"
+      "  --rate R               open loop: R calls/s on a fixed schedule; "
+      "latency from\n"
+      "                         each call's intended send time\n"
+      "  --arrival uniform|poisson   open-loop arrivals (default uniform)\n"
+      "  --max-outstanding N    open loop: calls in flight at most (default "
+      "10000);\n"
+      "                         calls due meanwhile wait and are counted\n"
+      "  --late-ms MS           a call sent later than this after its "
+      "intended time\n"
+      "                         counts as late (default 1)\n"
+      "  --connections C        exactly C TCP connections (one channel each), "
+      "calls\n"
+      "                         spread round robin (default 1)\n"
+      "  --threads T            open-loop generator threads (default 1)\n"
+      "  --duration S           measured seconds (default 10)\n"
+      "  --warmup S             seconds before measuring (default 1)\n"
+      "  --deadline MS          per-call deadline (default none)\n"
+      "  --lb NAME              channel strategy: rr, lcc, bcc, btc (default: "
+      "the\n"
+      "                         library's, btc)\n"
+      "  --seed N               RNG seed of Poisson arrivals (default 1)\n"
+      "\n"
+      "Adaptive search (open loop, like Nighthawk's adaptive load "
+      "controller):\n"
+      "  --adaptive             find the highest rate that holds the SLO\n"
+      "  --slo-p99 DUR          p99 latency bound, e.g. 5ms, 800us (default "
+      "5ms)\n"
+      "  --max-error-rate P     e.g. 0.1%% or 0.001 (default 0.1%%)\n"
+      "  --start-rate R         first step's rate (default 1000)\n"
+      "  --step-duration S      measured seconds per step (default 3; +0.5 s "
+      "settling)\n"
+      "  --max-steps N          at most N steps (default 12)\n"
+      "\n"
+      "Output:\n"
+      "  --json                 machine-readable summary on stdout\n"
+      "  --quiet                no progress on stderr\n"
+      "  --help\n",
+      prog);
+}
+
+static int parse_double(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || !(v >= 0) || isinf(v))
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
+  char *end;
+  if (!*s || *s == '-')
+    return -1;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* "5ms", "800us", "2s", "1500000ns"; a bare number is ms. */
+static int parse_duration_ms(const char *s, double *ms) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || !(v >= 0))
+    return -1;
+  if (!*end || strcmp(end, "ms") == 0)
+    *ms = v;
+  else if (strcmp(end, "us") == 0)
+    *ms = v / 1e3;
+  else if (strcmp(end, "ns") == 0)
+    *ms = v / 1e6;
+  else if (strcmp(end, "s") == 0)
+    *ms = v * 1e3;
+  else
+    return -1;
+  return 0;
+}
+
+/* "0.1%" or a fraction "0.001". */
+static int parse_rate_fraction(const char *s, double *out) {
+  char buf[64];
+  size_t n = strlen(s);
+  if (n == 0 || n >= sizeof buf)
+    return -1;
+  memcpy(buf, s, n + 1);
+  double scale = 1;
+  if (buf[n - 1] == '%') {
+    buf[n - 1] = 0;
+    scale = 0.01;
+  }
+  double v;
+  if (parse_double(buf, &v) != 0)
+    return -1;
+  *out = v * scale;
+  return *out <= 1 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, config *c) {
+  memset(c, 0, sizeof *c);
+  c->size = 64;
+  c->concurrency = 1;
+  c->arrival = SB_ARRIVAL_UNIFORM;
+  c->max_outstanding = 10000;
+  c->late_ms = 1;
+  c->connections = 1;
+  c->threads = 1;
+  c->duration_s = 10;
+  c->warmup_s = 1;
+  c->seed = 1;
+  c->slo_p99_ms = 5;
+  c->max_error_rate = 0.001;
+  c->start_rate = 1000;
+  c->step_s = 3;
+  c->max_steps = 12;
+  const char *prog = argv[0];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout, prog);
+      exit(0);
+    }
+    if (strcmp(a, "--bidi") == 0) {
+      c->bidi = 1;
+      continue;
+    }
+    if (strcmp(a, "--json") == 0) {
+      c->json = 1;
+      continue;
+    }
+    if (strcmp(a, "--quiet") == 0) {
+      c->quiet = 1;
+      continue;
+    }
+    if (strcmp(a, "--adaptive") == 0) {
+      c->adaptive = 1;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "%s: %s needs a value (or is unknown)\n", prog, a);
+      return -1;
+    }
+    const char *v = argv[++i];
+    uint64_t u;
+    int bad = 0;
+    if (strcmp(a, "--target") == 0)
+      c->target = v;
+    else if (strcmp(a, "--method") == 0)
+      c->method = v;
+    else if (strcmp(a, "--request") == 0)
+      c->request_file = v;
+    else if (strcmp(a, "--size") == 0)
+      bad = parse_u64(v, 64u << 20, &u), c->size = (size_t)u;
+    else if (strcmp(a, "--concurrency") == 0)
+      bad = parse_u64(v, 1000000, &u) || u == 0, c->concurrency = (unsigned)u;
+    else if (strcmp(a, "--rate") == 0)
+      bad = parse_double(v, &c->rate) || c->rate <= 0;
+    else if (strcmp(a, "--arrival") == 0) {
+      if (strcmp(v, "uniform") == 0)
+        c->arrival = SB_ARRIVAL_UNIFORM;
+      else if (strcmp(v, "poisson") == 0)
+        c->arrival = SB_ARRIVAL_POISSON;
+      else
+        bad = 1;
+    } else if (strcmp(a, "--max-outstanding") == 0)
+      bad = parse_u64(v, 10000000, &u) || u == 0,
+      c->max_outstanding = (unsigned)u;
+    else if (strcmp(a, "--late-ms") == 0)
+      bad = parse_double(v, &c->late_ms);
+    else if (strcmp(a, "--connections") == 0)
+      bad = parse_u64(v, 10000, &u) || u == 0, c->connections = (unsigned)u;
+    else if (strcmp(a, "--threads") == 0)
+      bad = parse_u64(v, 1024, &u) || u == 0, c->threads = (unsigned)u;
+    else if (strcmp(a, "--duration") == 0)
+      bad = parse_double(v, &c->duration_s) || c->duration_s <= 0;
+    else if (strcmp(a, "--warmup") == 0)
+      bad = parse_double(v, &c->warmup_s);
+    else if (strcmp(a, "--deadline") == 0)
+      bad = parse_u64(v, UINT32_MAX, &c->deadline_ms);
+    else if (strcmp(a, "--lb") == 0)
+      c->lb = v;
+    else if (strcmp(a, "--seed") == 0)
+      bad = parse_u64(v, UINT64_MAX, &c->seed);
+    else if (strcmp(a, "--slo-p99") == 0)
+      bad = parse_duration_ms(v, &c->slo_p99_ms) || c->slo_p99_ms <= 0;
+    else if (strcmp(a, "--max-error-rate") == 0)
+      bad = parse_rate_fraction(v, &c->max_error_rate);
+    else if (strcmp(a, "--start-rate") == 0)
+      bad = parse_double(v, &c->start_rate) || c->start_rate < 1;
+    else if (strcmp(a, "--step-duration") == 0)
+      bad = parse_double(v, &c->step_s) || c->step_s <= 0;
+    else if (strcmp(a, "--max-steps") == 0)
+      bad = parse_u64(v, 1000, &u) || u == 0, c->max_steps = (int)u;
+    else {
+      fprintf(stderr, "%s: unknown option %s\n", prog, a);
+      return -1;
+    }
+    if (bad) {
+      fprintf(stderr, "%s: bad value for %s: %s\n", prog, a, v);
+      return -1;
+    }
+  }
+  if (!c->target) {
+    fprintf(stderr, "%s: --target is required\n", prog);
+    return -1;
+  }
+  if (!c->method)
+    c->method = c->bidi ? DEFAULT_BIDI_METHOD : DEFAULT_METHOD;
+  if (c->method[0] != '/' || !strchr(c->method + 1, '/')) {
+    fprintf(stderr, "%s: --method must look like /package.Service/Method\n",
+            prog);
+    return -1;
+  }
+  if (c->bidi && (c->rate > 0 || c->adaptive)) {
+    fprintf(stderr, "%s: --bidi runs closed loop only (no --rate/--adaptive)\n",
+            prog);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the run */
+
+typedef struct bench bench;
+
+typedef struct chan {
+  sluice_channel *ch;
+  bench *b;
+  sb_stats stats; /* written on the channel's loop thread only */
+  char first_error[200];
+  _Atomic uint64_t done; /* completions, for progress */
+  _Atomic uint64_t failed;
+} chan;
+
+struct bench {
+  const config *cfg;
+  chan *chans;
+  unsigned n_chans;
+  sluice_method_desc method;
+  ProtobufCMessage *req;
+  sluice_call_opts copts;
+  _Atomic int phase; /* completions of another phase are not recorded */
+  uint64_t record_from_ns, end_ns;
+  _Atomic long outstanding;
+  _Atomic uint64_t start_failed;
+};
+
+/* One unary call in flight (closed loop: reused for the next call). */
+typedef struct slot {
+  chan *c;
+  uint64_t t0; /* sent (closed loop) or intended (open loop) */
+  int phase;
+  int closed;
+} slot;
+
+static void record(chan *c, int phase, uint64_t t0, const sluice_status *st,
+                   uint64_t now) {
+  bench *b = c->b;
+  if (phase == atomic_load_explicit(&b->phase, memory_order_relaxed) &&
+      t0 >= b->record_from_ns && t0 < b->end_ns) {
+    sb_stats_record(&c->stats, (int)st->code, now > t0 ? now - t0 : 0);
+    if (st->code != SLUICE_STATUS_OK && !c->first_error[0])
+      snprintf(c->first_error, sizeof c->first_error, "%s: %s",
+               sluice_status_name(st->code), st->message ? st->message : "");
+  }
+  atomic_fetch_add_explicit(&c->done, 1, memory_order_relaxed);
+  if (st->code != SLUICE_STATUS_OK)
+    atomic_fetch_add_explicit(&c->failed, 1, memory_order_relaxed);
+}
+
+static int start_unary(bench *b, slot *s);
+
+static void unary_done(const sluice_status *st, const ProtobufCMessage *resp,
+                       void *ud) {
+  (void)resp;
+  slot *s = ud;
+  chan *c = s->c;
+  bench *b = c->b;
+  uint64_t now = sluice_now_ns();
+  record(c, s->phase, s->t0, st, now);
+  if (s->closed && now < b->end_ns &&
+      s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
+    s->t0 = now;
+    if (start_unary(b, s) == 0)
+      return;
+  }
+  if (!s->closed)
+    free(s);
+  atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+}
+
+static int start_unary(bench *b, slot *s) {
+  int rc =
+      sluice_unary_call(s->c->ch, &b->method, b->req, &b->copts, unary_done, s);
+  if (rc != 0)
+    atomic_fetch_add(&b->start_failed, 1);
+  return rc;
+}
+
+/* One bidi stream (ping-pong). */
+typedef struct stream {
+  chan *c;
+  uint64_t t0;
+  int phase;
+} stream;
+
+static void bidi_message(sluice_call *call, const ProtobufCMessage *msg,
+                         void *ud) {
+  (void)msg;
+  stream *s = ud;
+  chan *c = s->c;
+  bench *b = c->b;
+  uint64_t now = sluice_now_ns();
+  sluice_status ok = {.code = SLUICE_STATUS_OK};
+  record(c, s->phase, s->t0, &ok, now);
+  if (now < b->end_ns &&
+      s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
+    s->t0 = now;
+    if (sluice_call_send(call, b->req) == 0)
+      return;
+    atomic_fetch_add(&b->start_failed, 1);
+  }
+  sluice_call_close_send(call);
+}
+
+static void bidi_done(sluice_call *call, const sluice_status *st, void *ud) {
+  (void)call;
+  stream *s = ud;
+  if (st->code != SLUICE_STATUS_OK)
+    record(s->c, s->phase, s->t0, st, sluice_now_ns());
+  bench *b = s->c->b;
+  free(s);
+  atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+}
+
+static int start_stream(bench *b, chan *c, int phase) {
+  stream *s = calloc(1, sizeof *s);
+  if (!s)
+    return SLUICE_ERR_NOMEM;
+  s->c = c;
+  s->phase = phase;
+  s->t0 = sluice_now_ns();
+  sluice_call_handlers h = {.on_message = bidi_message, .on_done = bidi_done};
+  sluice_call *call;
+  int rc = sluice_call_start(c->ch, &b->method, &b->copts, &h, s, &call);
+  if (rc != 0) {
+    free(s);
+    return rc;
+  }
+  /* The handle is ours until released; callbacks get it as an argument. */
+  if (sluice_call_send(call, b->req) != 0)
+    sluice_call_cancel(call, "send failed");
+  sluice_call_release(call);
+  return 0;
+}
+
+/* An open-loop generator thread. */
+typedef struct gen {
+  bench *b;
+  sb_sched sched;
+  unsigned rr;
+  uint64_t unsent;
+  pthread_t th;
+} gen;
+
+static void sleep_until(uint64_t t_ns) {
+  struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000u),
+                        .tv_nsec = (long)(t_ns % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
+static void *generator(void *arg) {
+  gen *g = arg;
+  bench *b = g->b;
+  int phase = atomic_load(&b->phase);
+  long max_out = (long)b->cfg->max_outstanding;
+  int behind = 0; /* calls are waiting for a free slot */
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  for (;;) {
+    uint64_t now = sluice_now_ns();
+    if (now >= b->end_ns)
+      break;
+    if (atomic_load_explicit(&b->outstanding, memory_order_acquire) >=
+        max_out) {
+      if (sb_sched_peek(&g->sched) <= now)
+        behind = 1;
+      sleep_until(now + 20000);
+      continue;
+    }
+    uint64_t intended;
+    if (!sb_sched_next(&g->sched, now, behind, &intended)) {
+      behind = 0;
+      sleep_until(intended < b->end_ns ? intended : b->end_ns);
+      continue;
+    }
+    slot *s = malloc(sizeof *s);
+    if (!s)
+      break;
+    s->c = &b->chans[g->rr];
+    g->rr = (g->rr + 1) % b->n_chans;
+    s->t0 = intended;
+    s->phase = phase;
+    s->closed = 0;
+    atomic_fetch_add(&b->outstanding, 1);
+    if (start_unary(b, s) != 0) {
+      atomic_fetch_sub(&b->outstanding, 1);
+      free(s);
+    }
+  }
+  g->unsent = sb_sched_skip_until(&g->sched, b->end_ns);
+  return NULL;
+}
+
+/* What one phase (a whole run, or one adaptive step) measured. */
+typedef struct result {
+  double rate; /* offered (open loop); 0 closed loop */
+  double seconds;
+  sb_stats stats;
+  char first_error[200];
+  uint64_t issued, late, blocked, unsent, unfinished, start_failed;
+} result;
+
+static double now_s(uint64_t t0) {
+  return (double)(sluice_now_ns() - t0) / 1e9;
+}
+
+static void progress_loop(bench *b, uint64_t start, int show) {
+  uint64_t last_done = 0, t_last = sluice_now_ns();
+  for (;;) {
+    uint64_t now = sluice_now_ns();
+    if (now >= b->end_ns)
+      break;
+    uint64_t next = t_last + 1000000000u;
+    sleep_until(next < b->end_ns ? next : b->end_ns);
+    if (!show || sluice_now_ns() < next)
+      continue;
+    uint64_t done = 0, failed = 0;
+    for (unsigned i = 0; i < b->n_chans; i++) {
+      done += atomic_load_explicit(&b->chans[i].done, memory_order_relaxed);
+      failed += atomic_load_explicit(&b->chans[i].failed, memory_order_relaxed);
+    }
+    uint64_t t = sluice_now_ns();
+    fprintf(stderr,
+            "sluice-bench: %5.1f s  %9.0f calls/s  %" PRIu64 " done  %" PRIu64
+            " errors  %ld in flight%s\n",
+            now_s(start),
+            (double)(done - last_done) * 1e9 / (double)(t - t_last), done,
+            failed, atomic_load(&b->outstanding),
+            t < b->record_from_ns ? "  (warm-up)" : "");
+    last_done = done;
+    t_last = t;
+  }
+}
+
+/* Runs one phase: closed loop when rate == 0, else open loop at rate. */
+static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
+                      int show, result *r) {
+  const config *cfg = b->cfg;
+  memset(r, 0, sizeof *r);
+  r->rate = rate;
+  int phase = atomic_fetch_add(&b->phase, 1) + 1;
+  for (unsigned i = 0; i < b->n_chans; i++) {
+    sb_stats_init(&b->chans[i].stats);
+    b->chans[i].first_error[0] = 0;
+  }
+  atomic_store(&b->start_failed, 0);
+  uint64_t start = sluice_now_ns();
+  b->record_from_ns = start + (uint64_t)(warmup_s * 1e9);
+  b->end_ns = b->record_from_ns + (uint64_t)(dur_s * 1e9);
+  r->seconds = dur_s;
+
+  slot *slots = NULL;
+  gen *gens = NULL;
+  if (rate <= 0 && cfg->bidi) {
+    for (unsigned i = 0; i < cfg->concurrency; i++) {
+      atomic_fetch_add(&b->outstanding, 1);
+      if (start_stream(b, &b->chans[i % b->n_chans], phase) != 0) {
+        atomic_fetch_sub(&b->outstanding, 1);
+        atomic_fetch_add(&b->start_failed, 1);
+      }
+    }
+  } else if (rate <= 0) {
+    slots = calloc(cfg->concurrency, sizeof *slots);
+    for (unsigned i = 0; slots && i < cfg->concurrency; i++) {
+      slot *s = &slots[i];
+      s->c = &b->chans[i % b->n_chans];
+      s->phase = phase;
+      s->closed = 1;
+      s->t0 = sluice_now_ns();
+      atomic_fetch_add(&b->outstanding, 1);
+      if (start_unary(b, s) != 0)
+        atomic_fetch_sub(&b->outstanding, 1);
+    }
+  } else {
+    gens = calloc(cfg->threads, sizeof *gens);
+    double gap_ns = 1e9 / rate;
+    for (unsigned k = 0; gens && k < cfg->threads; k++) {
+      gen *g = &gens[k];
+      g->b = b;
+      g->rr = k % b->n_chans;
+      /* Uniform: threads interleave (offset k gaps); Poisson: T independent
+       * processes of rate R/T add up to one of rate R. */
+      sb_sched_init(&g->sched, cfg->arrival, rate / cfg->threads,
+                    start + (uint64_t)(k * gap_ns), cfg->seed + k,
+                    (uint64_t)(cfg->late_ms * 1e6));
+      if (pthread_create(&g->th, NULL, generator, g) != 0) {
+        fprintf(stderr, "sluice-bench: cannot start a generator thread\n");
+        exit(1);
+      }
+    }
+  }
+
+  progress_loop(b, start, show);
+
+  if (gens) {
+    for (unsigned k = 0; k < cfg->threads; k++) {
+      pthread_join(gens[k].th, NULL);
+      r->issued += gens[k].sched.issued;
+      r->late += gens[k].sched.late;
+      r->blocked += gens[k].sched.blocked;
+      r->unsent += gens[k].unsent;
+    }
+    free(gens);
+  }
+  /* Drain: calls still in flight may finish within their deadline (or 5 s
+   * without one); what is left then is reported as unfinished. */
+  uint64_t grace =
+      cfg->deadline_ms ? cfg->deadline_ms * 1000000u + 500000000u : 5000000000u;
+  uint64_t until = sluice_now_ns() + grace;
+  while (atomic_load_explicit(&b->outstanding, memory_order_acquire) > 0 &&
+         sluice_now_ns() < until)
+    sleep_until(sluice_now_ns() + 1000000);
+  long left = atomic_load(&b->outstanding);
+  r->unfinished = left > 0 ? (uint64_t)left : 0;
+  /* Completions of this phase arriving from now on are not recorded. */
+  atomic_fetch_add(&b->phase, 1);
+  sb_stats_init(&r->stats);
+  for (unsigned i = 0; i < b->n_chans; i++) {
+    sb_stats_merge(&r->stats, &b->chans[i].stats);
+    if (!r->first_error[0] && b->chans[i].first_error[0])
+      memcpy(r->first_error, b->chans[i].first_error, sizeof r->first_error);
+  }
+  r->start_failed = atomic_load(&b->start_failed);
+  if (left == 0)
+    free(slots);
+  /* else: slots are still referenced by calls in flight; the channels'
+   * destruction completes them, and the memory goes with the process. */
+}
+
+/* ---- setup */
+
+/* One destination per channel: HOST:PORT is resolved once here and the
+ * channel gets an ipv4:/ipv6: target with that one address. unix:, ipv4:
+ * and ipv6: targets are used as given. */
+static int resolve_target(const char *target, char *out, size_t n) {
+  if (strncmp(target, "unix:", 5) == 0 || strncmp(target, "ipv4:", 5) == 0 ||
+      strncmp(target, "ipv6:", 5) == 0) {
+    snprintf(out, n, "%s", target);
+    return 0;
+  }
+  if (strncmp(target, "dns:", 4) == 0)
+    target += 4;
+  char host[256];
+  const char *colon = strrchr(target, ':');
+  if (!colon || colon == target || (size_t)(colon - target) >= sizeof host)
+    return -1;
+  memcpy(host, target, (size_t)(colon - target));
+  host[colon - target] = 0;
+  const char *port = colon + 1;
+  char *h = host;
+  size_t hl = strlen(h);
+  if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+    h[hl - 1] = 0;
+    h++;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res;
+  int rc = getaddrinfo(h, port, &hints, &res);
+  if (rc != 0) {
+    fprintf(stderr, "sluice-bench: cannot resolve %s: %s\n", h,
+            gai_strerror(rc));
+    return -1;
+  }
+  /* Prefer IPv4 (what a listener on "host:port" usually binds). */
+  struct addrinfo *pick = res;
+  for (struct addrinfo *a = res; a; a = a->ai_next)
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  char addr[INET6_ADDRSTRLEN];
+  if (pick->ai_family == AF_INET) {
+    inet_ntop(AF_INET, &((struct sockaddr_in *)pick->ai_addr)->sin_addr, addr,
+              sizeof addr);
+    snprintf(out, n, "ipv4:%s:%s", addr, port);
+  } else {
+    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr,
+              addr, sizeof addr);
+    snprintf(out, n, "ipv6:[%s]:%s", addr, port);
+  }
+  freeaddrinfo(res);
+  return 0;
+}
+
+/* The request as bytes: the file, or bench.EchoMsg { payload = size bytes }
+ * encoded by hand (tag 0x0a, varint length, bytes). */
+static uint8_t *request_bytes(const config *cfg, size_t *len) {
+  if (cfg->request_file) {
+    FILE *f = fopen(cfg->request_file, "rb");
+    if (!f) {
+      fprintf(stderr, "sluice-bench: %s: %s\n", cfg->request_file,
+              strerror(errno));
+      return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    uint8_t *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+      n += got;
+      if (n == cap) {
+        uint8_t *nb = realloc(buf, cap *= 2);
+        if (!nb)
+          free(buf);
+        buf = nb;
+      }
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+  }
+  uint8_t *buf = malloc(cfg->size + 11);
+  if (!buf)
+    return NULL;
+  size_t n = 0;
+  if (cfg->size > 0) {
+    buf[n++] = 0x0a;
+    uint64_t v = cfg->size;
+    while (v >= 0x80) {
+      buf[n++] = (uint8_t)(v | 0x80);
+      v >>= 7;
+    }
+    buf[n++] = (uint8_t)v;
+    memset(buf + n, 'x', cfg->size);
+    n += cfg->size;
+  }
+  *len = n;
+  return buf;
+}
+
+/* ---- output */
+
+static double us(uint64_t ns) { return (double)ns / 1e3; }
+
+static uint64_t phase_failures(const result *r) {
+  return sb_stats_errors(&r->stats) + r->unsent + r->unfinished +
+         r->start_failed;
+}
+
+static void print_human(FILE *f, const config *cfg, const result *r) {
+  const sb_stats *s = &r->stats;
+  uint64_t errs = sb_stats_errors(s);
+  const sluice__histogram *h = &s->hist;
+  if (r->rate > 0)
+    fprintf(f, "open loop at %.0f calls/s (%s arrivals)", r->rate,
+            cfg->arrival == SB_ARRIVAL_POISSON ? "poisson" : "uniform");
+  else
+    fprintf(f, "closed loop, %u %s", cfg->concurrency,
+            cfg->bidi ? "streams (ping-pong)" : "calls outstanding");
+  fprintf(f, ", %u connection%s, %.1f s measured\n", cfg->connections,
+          cfg->connections == 1 ? "" : "s", r->seconds);
+  fprintf(f, "  calls:       %" PRIu64 " ok, %" PRIu64 " errors\n", s->ok,
+          errs);
+  fprintf(f, "  throughput:  %.1f ok calls/s\n", (double)s->ok / r->seconds);
+  fprintf(f,
+          "  latency us:  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f"
+          "  max %.1f\n",
+          us(s->ok ? h->min : 0), us(sluice__histogram_percentile(h, 50)),
+          us(sluice__histogram_percentile(h, 90)),
+          us(sluice__histogram_percentile(h, 99)),
+          us(sluice__histogram_percentile(h, 99.9)), us(h->max));
+  fprintf(f, "               mean %.1f  stddev %.1f%s\n", s->lat.mean / 1e3,
+          sb_welford_stddev(&s->lat) / 1e3,
+          r->rate > 0 ? "  (from intended send times)" : "");
+  if (errs) {
+    fprintf(f, "  errors:     ");
+    for (int i = 0; i <= SB_N_CODES; i++)
+      if (s->by_code[i])
+        fprintf(f, " %s %" PRIu64,
+                i < SB_N_CODES ? sluice_status_name((sluice_status_code)i)
+                               : "OTHER",
+                s->by_code[i]);
+    fprintf(f, "\n  first error: %s\n", r->first_error);
+  }
+  if (r->rate > 0)
+    fprintf(f,
+            "  schedule:    %" PRIu64 " sent, %" PRIu64
+            " late (> %.3g ms behind), %" PRIu64
+            " of them waited for a free slot (--max-outstanding), %" PRIu64
+            " never sent\n",
+            r->issued, r->late, cfg->late_ms, r->blocked, r->unsent);
+  if (r->unfinished || r->start_failed)
+    fprintf(f,
+            "  unfinished at the end: %" PRIu64 ", failed to start: %" PRIu64
+            "\n",
+            r->unfinished, r->start_failed);
+}
+
+static void print_json_result(FILE *f, const result *r) {
+  const sb_stats *s = &r->stats;
+  const sluice__histogram *h = &s->hist;
+  fprintf(f,
+          "{\"rate\": %.3f, \"seconds\": %.3f, \"ok\": %" PRIu64
+          ", \"errors\": %" PRIu64 ", \"throughput\": %.3f",
+          r->rate, r->seconds, s->ok, sb_stats_errors(s),
+          (double)s->ok / r->seconds);
+  fprintf(f, ", \"errors_by_code\": {");
+  int first = 1;
+  for (int i = 0; i <= SB_N_CODES; i++)
+    if (s->by_code[i]) {
+      fprintf(f, "%s\"%s\": %" PRIu64, first ? "" : ", ",
+              i < SB_N_CODES ? sluice_status_name((sluice_status_code)i)
+                             : "OTHER",
+              s->by_code[i]);
+      first = 0;
+    }
+  fprintf(f, "}");
+  fprintf(f,
+          ", \"latency_us\": {\"min\": %.3f, \"p50\": %.3f, \"p90\": %.3f, "
+          "\"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, \"mean\": %.3f, "
+          "\"stddev\": %.3f}",
+          us(s->ok ? h->min : 0), us(sluice__histogram_percentile(h, 50)),
+          us(sluice__histogram_percentile(h, 90)),
+          us(sluice__histogram_percentile(h, 99)),
+          us(sluice__histogram_percentile(h, 99.9)), us(h->max),
+          s->lat.mean / 1e3, sb_welford_stddev(&s->lat) / 1e3);
+  fprintf(f,
+          ", \"sent\": %" PRIu64 ", \"late\": %" PRIu64
+          ", \"waited_for_slot\": %" PRIu64 ", \"unsent\": %" PRIu64
+          ", \"unfinished\": %" PRIu64 ", \"start_failed\": %" PRIu64 "}",
+          r->issued, r->late, r->blocked, r->unsent, r->unfinished,
+          r->start_failed);
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void print_json_head(FILE *f, const config *cfg) {
+  fprintf(f, "{\"target\": ");
+  json_str(f, cfg->target);
+  fprintf(f, ", \"method\": ");
+  json_str(f, cfg->method);
+  fprintf(f,
+          ", \"mode\": \"%s\", \"connections\": %u, \"concurrency\": %u, "
+          "\"threads\": %u, \"lb\": \"%s\", \"deadline_ms\": %" PRIu64,
+          cfg->adaptive   ? "adaptive"
+          : cfg->rate > 0 ? "open"
+          : cfg->bidi     ? "bidi"
+                          : "closed",
+          cfg->connections, cfg->concurrency, cfg->threads,
+          cfg->lb ? cfg->lb : "default", cfg->deadline_ms);
+}
+
+/* ---- main */
+
+static int step_holds(const config *cfg, const result *r) {
+  uint64_t fails = phase_failures(r);
+  uint64_t all = r->stats.ok + fails;
+  if (r->stats.ok == 0)
+    return 0;
+  double err_rate = (double)fails / (double)all;
+  double p99_ms =
+      (double)sluice__histogram_percentile(&r->stats.hist, 99) / 1e6;
+  return err_rate <= cfg->max_error_rate && p99_ms <= cfg->slo_p99_ms;
+}
+
+int main(int argc, char **argv) {
+  config cfg;
+  if (parse_args(argc, argv, &cfg) != 0) {
+    usage(stderr, argv[0]);
+    return 2;
+  }
+  char target[512];
+  if (resolve_target(cfg.target, target, sizeof target) != 0) {
+    fprintf(stderr, "sluice-bench: bad target %s\n", cfg.target);
+    return 2;
+  }
+  size_t req_len;
+  uint8_t *req_buf = request_bytes(&cfg, &req_len);
+  if (!req_buf)
+    return 2;
+  ProtobufCMessage *req = protobuf_c_message_unpack(
+      &sluice_bench__raw__descriptor, NULL, req_len, req_buf);
+  free(req_buf);
+  if (!req) {
+    fprintf(stderr, "sluice-bench: the request is not a valid protobuf "
+                    "message\n");
+    return 2;
+  }
+
+  bench b;
+  memset(&b, 0, sizeof b);
+  b.cfg = &cfg;
+  b.req = req;
+  const char *name = strrchr(cfg.method, '/') + 1;
+  b.method = (sluice_method_desc){
+      .path = cfg.method,
+      .name = name,
+      .request = &sluice_bench__raw__descriptor,
+      .response = &sluice_bench__raw__descriptor,
+      .kind = cfg.bidi ? SLUICE_CALL_BIDI_STREAMING : SLUICE_CALL_UNARY,
+  };
+  sluice_call_opts_init(&b.copts);
+  if (!cfg.bidi)
+    b.copts.timeout_ms = cfg.deadline_ms;
+
+  sluice_channel_opts *co;
+  if (sluice_channel_opts_new(&co) != 0)
+    return 1;
+  if (cfg.lb && sluice_channel_opts_set_lb(co, cfg.lb) != 0) {
+    fprintf(stderr, "sluice-bench: unknown --lb %s (rr, lcc, bcc, btc)\n",
+            cfg.lb);
+    return 2;
+  }
+  b.n_chans = cfg.connections;
+  b.chans = calloc(b.n_chans, sizeof *b.chans);
+  if (!b.chans)
+    return 1;
+  for (unsigned i = 0; i < b.n_chans; i++) {
+    int rc = sluice_channel_new(&b.chans[i].ch, target, co);
+    if (rc != 0) {
+      fprintf(stderr, "sluice-bench: channel to %s: %s\n", target,
+              sluice_strerror(rc));
+      return 2;
+    }
+    b.chans[i].b = &b;
+  }
+  sluice_channel_opts_del(co);
+
+  /* Open every connection before the clock starts, with one call each
+   * (not counted); a failure here is reported but does not stop the run. */
+  if (!cfg.bidi) {
+    for (unsigned i = 0; i < b.n_chans; i++) {
+      sluice_call_opts o = b.copts;
+      o.timeout_ms = 5000;
+      sluice_status st;
+      sluice_status_init(&st);
+      ProtobufCMessage *resp = NULL;
+      if (sluice_unary_call_blocking(b.chans[i].ch, &b.method, req, &resp, &o,
+                                     &st) != SLUICE_STATUS_OK)
+        fprintf(stderr, "sluice-bench: first call on connection %u: %s: %s\n",
+                i + 1, sluice_status_name(st.code), st.message);
+      if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+      sluice_status_clear(&st);
+    }
+  }
+
+  int show = !cfg.quiet;
+  int exit_code = 0;
+  if (!cfg.adaptive) {
+    result r;
+    if (show)
+      fprintf(stderr, "sluice-bench: %s %s via %u connection%s\n", target,
+              cfg.method, cfg.connections, cfg.connections == 1 ? "" : "s");
+    run_phase(&b, cfg.rate, cfg.warmup_s, cfg.duration_s, show, &r);
+    if (cfg.json) {
+      print_json_head(stdout, &cfg);
+      fprintf(stdout, ", \"result\": ");
+      print_json_result(stdout, &r);
+      fprintf(stdout, "}\n");
+    } else {
+      printf("sluice-bench %s %s\n", cfg.target, cfg.method);
+      print_human(stdout, &cfg, &r);
+    }
+    exit_code = r.stats.ok > 0 ? 0 : 1;
+  } else {
+    sb_adaptive a;
+    sb_adaptive_init(&a, cfg.start_rate, 2, 0.05, cfg.max_steps);
+    result *steps = calloc((size_t)cfg.max_steps, sizeof *steps);
+    int best = -1, n = 0;
+    if (!steps)
+      return 1;
+    for (;;) {
+      result *r = &steps[n];
+      if (show)
+        fprintf(stderr, "sluice-bench: adaptive step %d at %.0f calls/s\n",
+                n + 1, a.rate);
+      run_phase(&b, a.rate, 0.5, cfg.step_s, show, r);
+      int held = step_holds(&cfg, r);
+      if (show)
+        fprintf(stderr,
+                "sluice-bench: step %d: %.0f calls/s -> p99 %.1f us, %" PRIu64
+                " ok, %" PRIu64 " failed: %s\n",
+                n + 1, r->rate,
+                us(sluice__histogram_percentile(&r->stats.hist, 99)),
+                r->stats.ok, phase_failures(r), held ? "holds" : "breaks");
+      if (held && (best < 0 || r->rate > steps[best].rate))
+        best = n;
+      n++;
+      if (!sb_adaptive_step(&a, held) || n >= cfg.max_steps)
+        break;
+    }
+    if (cfg.json) {
+      print_json_head(stdout, &cfg);
+      fprintf(stdout,
+              ", \"slo_p99_ms\": %.3f, \"max_error_rate\": %.6f, "
+              "\"max_rate\": %.3f, \"steps\": [",
+              cfg.slo_p99_ms, cfg.max_error_rate, a.good);
+      for (int i = 0; i < n; i++) {
+        if (i)
+          fprintf(stdout, ", ");
+        fprintf(stdout, "{\"holds\": %s, \"result\": ",
+                step_holds(&cfg, &steps[i]) ? "true" : "false");
+        print_json_result(stdout, &steps[i]);
+        fprintf(stdout, "}");
+      }
+      fprintf(stdout, "]}\n");
+    } else {
+      printf("sluice-bench %s %s: adaptive search, SLO p99 <= %.3g ms, "
+             "errors <= %.3g %%\n",
+             cfg.target, cfg.method, cfg.slo_p99_ms, cfg.max_error_rate * 100);
+      for (int i = 0; i < n; i++)
+        printf("  step %2d: %9.0f calls/s  p99 %9.1f us  errors %" PRIu64
+               "  %s\n",
+               i + 1, steps[i].rate,
+               us(sluice__histogram_percentile(&steps[i].stats.hist, 99)),
+               phase_failures(&steps[i]),
+               step_holds(&cfg, &steps[i]) ? "holds" : "breaks");
+      if (best >= 0) {
+        printf("highest rate that holds the SLO: %.0f calls/s\n", a.good);
+        print_human(stdout, &cfg, &steps[best]);
+      } else {
+        printf("no rate tried holds the SLO (lowest tried: %.0f calls/s)\n",
+               a.bad);
+      }
+    }
+    exit_code = best >= 0 ? 0 : 1;
+    free(steps);
+  }
+
+  for (unsigned i = 0; i < b.n_chans; i++)
+    sluice_channel_del(b.chans[i].ch);
+  free(b.chans);
+  protobuf_c_message_free_unpacked(req, NULL);
+  return exit_code;
+}
