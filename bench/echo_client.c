@@ -1,0 +1,410 @@
+/* echo_client: the sluice side of the client benchmark, calling
+ * /bench.Echo/Unary with the generated stubs.
+ *
+ *   echo_client --target HOST:PORT [--concurrency N] [--connections C]
+ *               [--duration S] [--warmup S] [--size B] [--rate R]
+ *               [--lb NAME]
+ *
+ * Closed loop (default): N calls outstanding at all times, spread over C
+ * channels (one TCP connection each); each completion starts the next call.
+ * Open loop (--rate R): R calls per second in total, started on schedule
+ * whatever the server does, each call's latency measured from its intended
+ * start (no coordinated omission); calls that could not start because
+ * 100000 were already outstanding are counted as "missed". A timerfd on the
+ * loop wakes it at the next intended start, but at most once per 50 us
+ * (MIN_WAKE_NS): at high rates calls start in small bursts, up to 50 us
+ * late, and that counts in their latency (bench/cpp/echo_client.cc
+ * schedules the same way).
+ *
+ * Everything runs on one libuv loop on the main thread: the channels are
+ * created on it (sluice_channel_opts_set_loop), so every callback and every
+ * new call stay on that thread with no hand-off. Channels use the "rr"
+ * strategy by default (no admission limits, as a gRPC channel), so every
+ * call goes out; --lb btc measures the default strategy instead.
+ *
+ * Output (stdout), one line, the same keys as bench/cpp/echo_client:
+ *   {"client":"sluice","mode":"closed","concurrency":N,"connections":C,
+ *    "size":B,"duration_s":S,"calls":K,"errors":E,"missed":M,
+ *    "calls_per_s":X,"p50_us":..,"p90_us":..,"p99_us":..,"p999_us":..,
+ *    "max_us":..}
+ * Latencies are exact percentiles of every call completed in the measured
+ * window (after --warmup, default 0.5 s); errors are calls completed with a
+ * status other than OK or a payload of the wrong size.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sluice/sluice.h>
+#include <uv.h>
+
+#include "echo.sluice.h"
+
+#define MAX_OUTSTANDING 100000u
+#define CALL_TIMEOUT_MS 10000u
+#define MIN_WAKE_NS 50000u
+
+typedef struct bench {
+  uv_loop_t loop;
+  uv_timer_t tick; /* open loop: the schedule; closed loop: end of run */
+  uv_poll_t sched; /* open loop: a timerfd at the next intended start */
+  int tfd;
+  sluice_channel **channels;
+  unsigned n_channels, next_channel;
+  Bench__EchoMsg req;
+  sluice_call_opts opts;
+
+  /* settings */
+  unsigned concurrency;
+  double rate; /* 0: closed loop */
+  size_t size;
+
+  /* run state, all on the loop thread */
+  uint64_t t0, warm_end, end; /* sluice_now_ns() */
+  uint64_t scheduled;         /* open loop: calls due so far */
+  unsigned outstanding;
+  int stopping;
+
+  /* results (measured window only) */
+  uint64_t *lat_ns;
+  size_t n_lat, cap_lat;
+  uint64_t errors, missed, first_error_code;
+  char first_error[160];
+} bench;
+
+typedef struct call_ctx {
+  bench *b;
+  uint64_t start_ns; /* intended start (open loop) or actual start */
+} call_ctx;
+
+static void start_call(bench *b, call_ctx *c);
+static void schedule(bench *b, uint64_t now);
+
+static void record(bench *b, uint64_t ns) {
+  if (b->n_lat == b->cap_lat) {
+    size_t cap = b->cap_lat ? b->cap_lat * 2 : 1u << 16;
+    uint64_t *p = realloc(b->lat_ns, cap * sizeof *p);
+    if (p == NULL)
+      return; /* drop the sample rather than the run */
+    b->lat_ns = p;
+    b->cap_lat = cap;
+  }
+  b->lat_ns[b->n_lat++] = ns;
+}
+
+static void maybe_finish(bench *b) {
+  if (b->stopping && b->outstanding == 0) {
+    uv_timer_stop(&b->tick);
+    if (b->rate > 0)
+      uv_poll_stop(&b->sched);
+    uv_stop(&b->loop);
+  }
+}
+
+static void on_reply(const sluice_status *st, const Bench__EchoMsg *resp,
+                     void *user_data) {
+  call_ctx *c = user_data;
+  bench *b = c->b;
+  uint64_t now = sluice_now_ns();
+  b->outstanding--;
+  int ok = st->code == SLUICE_STATUS_OK && resp != NULL &&
+           resp->payload.len == b->size;
+  if (c->start_ns >= b->warm_end && now <= b->end) {
+    if (ok) {
+      record(b, now - c->start_ns);
+    } else {
+      if (b->errors++ == 0) {
+        b->first_error_code = (uint64_t)st->code;
+        snprintf(b->first_error, sizeof b->first_error, "%s: %s",
+                 sluice_status_name(st->code),
+                 st->code == SLUICE_STATUS_OK ? "wrong payload size"
+                 : st->message                ? st->message
+                                              : "");
+      }
+    }
+  }
+  if (b->rate == 0 && now < b->end && !b->stopping) {
+    start_call(b, c); /* closed loop: the next call takes this slot */
+    return;
+  }
+  free(c);
+  maybe_finish(b);
+}
+
+static void start_call(bench *b, call_ctx *c) {
+  sluice_channel *ch = b->channels[b->next_channel];
+  b->next_channel = (b->next_channel + 1) % b->n_channels;
+  if (b->rate == 0)
+    c->start_ns = sluice_now_ns();
+  b->outstanding++;
+  if (bench__echo__unary__async(ch, &b->req, &b->opts, on_reply, c) != 0) {
+    b->outstanding--;
+    b->errors++;
+    free(c);
+    maybe_finish(b);
+  }
+}
+
+static void on_tick(uv_timer_t *t) {
+  bench *b = t->data;
+  uint64_t now = sluice_now_ns();
+  if (now >= b->end) {
+    b->stopping = 1;
+    uv_timer_stop(&b->tick);
+    maybe_finish(b);
+  }
+}
+
+/* Open loop: starts every call whose intended time has come (call k is
+ * intended at t0 + k / rate). */
+static void schedule(bench *b, uint64_t now) {
+  uint64_t due = (uint64_t)((double)(now - b->t0) * 1e-9 * b->rate) + 1;
+  while (b->scheduled < due) {
+    uint64_t intended =
+        b->t0 + (uint64_t)((double)b->scheduled * 1e9 / b->rate);
+    b->scheduled++;
+    if (b->outstanding >= MAX_OUTSTANDING) {
+      if (intended >= b->warm_end)
+        b->missed++;
+      continue;
+    }
+    call_ctx *c = malloc(sizeof *c);
+    if (c == NULL) {
+      b->missed++;
+      continue;
+    }
+    c->b = b;
+    c->start_ns = intended;
+    start_call(b, c);
+  }
+}
+
+/* Arms the timerfd for the next intended start, at least MIN_WAKE_NS from
+ * now. */
+static void arm(bench *b, uint64_t now) {
+  uint64_t next = b->t0 + (uint64_t)((double)b->scheduled * 1e9 / b->rate);
+  if (next < now + MIN_WAKE_NS)
+    next = now + MIN_WAKE_NS;
+  struct itimerspec it = {{0, 0}, {0, 0}};
+  it.it_value.tv_sec = (time_t)(next / 1000000000u);
+  it.it_value.tv_nsec = (long)(next % 1000000000u);
+  timerfd_settime(b->tfd, TFD_TIMER_ABSTIME, &it, NULL);
+}
+
+static void on_sched(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  bench *b = h->data;
+  uint64_t expirations;
+  if (read(b->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+    return;
+  uint64_t now = sluice_now_ns();
+  if (b->stopping || now >= b->end)
+    return; /* the tick ends the run */
+  schedule(b, now);
+  arm(b, now);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct_us(const uint64_t *v, size_t n, double q) {
+  if (n == 0)
+    return 0;
+  size_t i = (size_t)ceil(q * (double)n);
+  if (i > 0)
+    i--;
+  if (i >= n)
+    i = n - 1;
+  return (double)v[i] / 1000.0;
+}
+
+/* ---- command line */
+
+static void usage(FILE *f, const char *prog) {
+  fprintf(f,
+          "usage: %s --target HOST:PORT [--concurrency N] [--connections C]\n"
+          "          [--duration S] [--warmup S] [--size B] [--rate R] "
+          "[--lb NAME]\n"
+          "  --target HOST:PORT  the bench.Echo server\n"
+          "  --concurrency N     calls outstanding, closed loop (default 64)\n"
+          "  --connections C     channels = TCP connections (default 1)\n"
+          "  --duration S        measured seconds (default 5)\n"
+          "  --warmup S          seconds before measuring (default 0.5)\n"
+          "  --size B            payload bytes (default 64)\n"
+          "  --rate R            open loop: R calls/s in total\n"
+          "  --lb NAME           channel strategy (default rr)\n",
+          prog);
+}
+
+static int parse_double(const char *s, double min, double max, double *out) {
+  char *end;
+  if (s == NULL || *s == '\0')
+    return -1;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (*end != '\0' || errno != 0 || !(v >= min && v <= max))
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *prog = argv[0];
+  const char *target = NULL, *lb = "rr";
+  double concurrency = 64, connections = 1, duration = 5, warmup = 0.5,
+         size = 64, rate = 0;
+
+  for (int i = 1; i < argc; i++) {
+    const char *flag = argv[i];
+    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+      usage(stdout, prog);
+      return 0;
+    }
+    const char *val = i + 1 < argc ? argv[++i] : NULL;
+    int bad = 0;
+    if (strcmp(flag, "--target") == 0) {
+      bad = val == NULL || *val == '\0';
+      target = val;
+    } else if (strcmp(flag, "--lb") == 0) {
+      bad = val == NULL || *val == '\0';
+      lb = val;
+    } else if (strcmp(flag, "--concurrency") == 0) {
+      bad = parse_double(val, 1, MAX_OUTSTANDING, &concurrency);
+    } else if (strcmp(flag, "--connections") == 0) {
+      bad = parse_double(val, 1, 1024, &connections);
+    } else if (strcmp(flag, "--duration") == 0) {
+      bad = parse_double(val, 0.01, 3600, &duration);
+    } else if (strcmp(flag, "--warmup") == 0) {
+      bad = parse_double(val, 0, 3600, &warmup);
+    } else if (strcmp(flag, "--size") == 0) {
+      bad = parse_double(val, 0, 4 << 20, &size);
+    } else if (strcmp(flag, "--rate") == 0) {
+      bad = parse_double(val, 0, 1e8, &rate);
+    } else {
+      fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+    if (bad) {
+      fprintf(stderr, "%s: %s needs a valid value\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+  }
+  if (target == NULL) {
+    fprintf(stderr, "%s: --target is required\n", prog);
+    usage(stderr, prog);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  static bench b; /* large; zeroed */
+  b.concurrency = (unsigned)concurrency;
+  b.rate = rate;
+  b.size = (size_t)size;
+  b.n_channels = (unsigned)connections;
+  uint8_t *payload = malloc(b.size ? b.size : 1);
+  b.channels = calloc(b.n_channels, sizeof *b.channels);
+  if (payload == NULL || b.channels == NULL) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    return 1;
+  }
+  memset(payload, 'x', b.size);
+  bench__echo_msg__init(&b.req);
+  b.req.payload.data = payload;
+  b.req.payload.len = b.size;
+  sluice_call_opts_init(&b.opts);
+  b.opts.timeout_ms = CALL_TIMEOUT_MS;
+
+  uv_loop_init(&b.loop);
+  uv_timer_init(&b.loop, &b.tick);
+  b.tick.data = &b;
+  b.tfd = -1;
+  if (rate > 0) {
+    b.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (b.tfd < 0 || uv_poll_init(&b.loop, &b.sched, b.tfd) != 0) {
+      fprintf(stderr, "%s: timerfd: %s\n", prog, strerror(errno));
+      return 1;
+    }
+    b.sched.data = &b;
+  }
+
+  sluice_channel_opts *copts;
+  int rc;
+  if ((rc = sluice_channel_opts_new(&copts)) != 0 ||
+      (rc = sluice_channel_opts_set_loop(copts, &b.loop)) != 0 ||
+      (rc = sluice_channel_opts_set_lb(copts, lb)) != 0) {
+    fprintf(stderr, "%s: channel options: %s\n", prog, sluice_strerror(rc));
+    return 2;
+  }
+  for (unsigned i = 0; i < b.n_channels; i++) {
+    if ((rc = sluice_channel_new(&b.channels[i], target, copts)) != 0) {
+      fprintf(stderr, "%s: cannot make a channel to %s: %s\n", prog, target,
+              sluice_strerror(rc));
+      return 1;
+    }
+  }
+  sluice_channel_opts_del(copts);
+
+  b.t0 = sluice_now_ns();
+  b.warm_end = b.t0 + (uint64_t)(warmup * 1e9);
+  b.end = b.warm_end + (uint64_t)(duration * 1e9);
+  if (rate > 0) {
+    uv_poll_start(&b.sched, UV_READABLE, on_sched);
+    arm(&b, b.t0);
+  } else {
+    for (unsigned i = 0; i < b.concurrency; i++) {
+      call_ctx *c = malloc(sizeof *c);
+      if (c == NULL)
+        break;
+      c->b = &b;
+      start_call(&b, c);
+    }
+  }
+  /* Ends the run (and wakes the loop then even if every call hangs). */
+  uv_timer_start(&b.tick, on_tick, (b.end - b.t0) / 1000000u + 1, 1);
+  uv_run(&b.loop, UV_RUN_DEFAULT);
+
+  qsort(b.lat_ns, b.n_lat, sizeof *b.lat_ns, cmp_u64);
+  double secs = duration;
+  printf("{\"client\":\"sluice\",\"mode\":\"%s\",\"concurrency\":%u,"
+         "\"connections\":%u,\"size\":%zu,\"rate\":%.0f,\"duration_s\":%.2f,"
+         "\"calls\":%zu,\"errors\":%llu,\"missed\":%llu,"
+         "\"calls_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,"
+         "\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f}\n",
+         rate > 0 ? "open" : "closed", rate > 0 ? 0 : b.concurrency,
+         b.n_channels, b.size, rate, secs, b.n_lat,
+         (unsigned long long)b.errors, (unsigned long long)b.missed,
+         (double)b.n_lat / secs, pct_us(b.lat_ns, b.n_lat, 0.50),
+         pct_us(b.lat_ns, b.n_lat, 0.90), pct_us(b.lat_ns, b.n_lat, 0.99),
+         pct_us(b.lat_ns, b.n_lat, 0.999),
+         b.n_lat ? (double)b.lat_ns[b.n_lat - 1] / 1000.0 : 0.0);
+  if (b.errors > 0)
+    fprintf(stderr, "%s: %llu errors; first: %s\n", prog,
+            (unsigned long long)b.errors, b.first_error);
+
+  /* Channels on a user loop finish closing on the next turns of it. */
+  for (unsigned i = 0; i < b.n_channels; i++)
+    sluice_channel_del(b.channels[i]);
+  uv_close((uv_handle_t *)&b.tick, NULL);
+  if (rate > 0)
+    uv_close((uv_handle_t *)&b.sched, NULL);
+  uv_run(&b.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&b.loop);
+  if (b.tfd >= 0)
+    close(b.tfd);
+  free(b.channels);
+  free(b.lat_ns);
+  free(payload);
+  return b.n_lat > 0 && b.errors == 0 ? 0 : 1;
+}

@@ -1,0 +1,258 @@
+/* echo_server: the sluice side of the benchmarks, serving bench.Echo.
+ *
+ *   echo_server [--port N] [--host H] [--threads T]
+ *
+ * Unary answers with the request message itself (no copy on our side: the
+ * decoded request is serialized straight into the response). Bidi sends
+ * every message back as it arrives, the message the library handed to
+ * on_message; only when the send queue is full (SLUICE_ERR_FULL) is that
+ * one message copied, the call's receiving side paused, and the copy sent
+ * on on_send_ready.
+ *
+ * Prints "listening on <port>" on stdout once it accepts (port 0 picks a
+ * free one). SIGINT or SIGTERM shut it down gracefully (GOAWAY, 2 s drain).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+#include <sluice/sluice.h>
+
+#include "echo.sluice.h"
+
+#define SHUTDOWN_GRACE_MS 2000
+
+/* ---- Unary */
+
+static void unary(sluice_server_call *call, const Bench__EchoMsg *req,
+                  void *user_data) {
+  (void)user_data;
+  bench__echo__unary__reply(call, req);
+}
+
+/* ---- Bidi: every callback on the call's loop thread, no locks */
+
+typedef struct bidi_state {
+  Bench__EchoMsg pending; /* a copy the full send queue refused */
+  int has_pending;
+  int half_closed; /* the client sends no more messages */
+  int finished;    /* finish was called */
+} bidi_state;
+
+static void bidi_finish(bidi_state *s, sluice_server_call *call,
+                        sluice_status_code code, const char *message) {
+  if (s->finished)
+    return;
+  s->finished = 1;
+  sluice_server_call_finish(call, code, message, NULL);
+}
+
+static void drop_pending(bidi_state *s) {
+  free(s->pending.payload.data);
+  s->pending.payload.data = NULL;
+  s->pending.payload.len = 0;
+  s->has_pending = 0;
+}
+
+/* Keeps a copy of msg for on_send_ready. Returns 0 or -1 (no memory). */
+static int keep_pending(bidi_state *s, const Bench__EchoMsg *msg) {
+  bench__echo_msg__init(&s->pending);
+  size_t len = msg->payload.len;
+  if (len > 0) {
+    if ((s->pending.payload.data = malloc(len)) == NULL)
+      return -1;
+    memcpy(s->pending.payload.data, msg->payload.data, len);
+  }
+  s->pending.payload.len = len;
+  s->has_pending = 1;
+  return 0;
+}
+
+static void bidi_on_message(sluice_server_call *call,
+                            const ProtobufCMessage *msg, void *user_data) {
+  bidi_state *s = user_data;
+  if (s->finished)
+    return;
+  const Bench__EchoMsg *m = (const Bench__EchoMsg *)msg;
+  int rc = bench__echo__bidi__send_response(call, m);
+  if (rc == 0)
+    return;
+  if (rc != SLUICE_ERR_FULL) {
+    bidi_finish(s, call, SLUICE_STATUS_INTERNAL, sluice_strerror(rc));
+    return;
+  }
+  /* Full: hold this one message and stop reading until it drains. */
+  if (keep_pending(s, m) != 0) {
+    bidi_finish(s, call, SLUICE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  sluice_server_call_set_recv_paused(call, 1);
+}
+
+static void bidi_on_send_ready(sluice_server_call *call, void *user_data) {
+  bidi_state *s = user_data;
+  if (!s->has_pending || s->finished)
+    return;
+  int rc = bench__echo__bidi__send_response(call, &s->pending);
+  if (rc == SLUICE_ERR_FULL)
+    return; /* another on_send_ready follows */
+  drop_pending(s);
+  if (rc != 0)
+    bidi_finish(s, call, SLUICE_STATUS_INTERNAL, sluice_strerror(rc));
+  else if (s->half_closed)
+    bidi_finish(s, call, SLUICE_STATUS_OK, NULL);
+  else
+    sluice_server_call_set_recv_paused(call, 0);
+}
+
+static void bidi_on_half_close(sluice_server_call *call, void *user_data) {
+  bidi_state *s = user_data;
+  s->half_closed = 1;
+  if (!s->has_pending) /* else once the last echo is queued */
+    bidi_finish(s, call, SLUICE_STATUS_OK, NULL);
+}
+
+static void bidi_on_done(sluice_server_call *call, int cancelled,
+                         void *user_data) {
+  (void)cancelled;
+  bidi_state *s = user_data;
+  bidi_finish(s, call, SLUICE_STATUS_CANCELLED, NULL);
+  drop_pending(s);
+  free(s);
+}
+
+static void bidi(sluice_server_call *call, void *user_data) {
+  (void)user_data;
+  bidi_state *s = calloc(1, sizeof *s);
+  const sluice_server_call_handlers h = {
+      .on_message = bidi_on_message,
+      .on_half_close = bidi_on_half_close,
+      .on_send_ready = bidi_on_send_ready,
+      .on_done = bidi_on_done,
+  };
+  if (s == NULL || sluice_server_call_set_handlers(call, &h, s) != 0) {
+    free(s);
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "cannot set up the call", NULL);
+  }
+}
+
+/* ---- command line */
+
+static void usage(FILE *f, const char *prog) {
+  fprintf(f,
+          "usage: %s [--port N] [--host H] [--threads T]\n"
+          "  --port N     port to listen on (default 50051; 0 picks a free "
+          "one)\n"
+          "  --host H     address to listen on (default 127.0.0.1)\n"
+          "  --threads T  server loop threads (default: one per core)\n",
+          prog);
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
+  char *end;
+  if (s == NULL || *s == '\0' || *s == '-')
+    return -1;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (*end != '\0' || errno != 0 || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *prog = argv[0];
+  const char *host = "127.0.0.1";
+  unsigned long port = 50051, threads = 0;
+
+  for (int i = 1; i < argc; i++) {
+    const char *flag = argv[i];
+    if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+      usage(stdout, prog);
+      return 0;
+    }
+    const char *val = i + 1 < argc ? argv[++i] : NULL;
+    int bad;
+    if (strcmp(flag, "--port") == 0) {
+      bad = parse_uint(val, 65535, &port);
+    } else if (strcmp(flag, "--threads") == 0) {
+      bad = parse_uint(val, 1024, &threads);
+    } else if (strcmp(flag, "--host") == 0) {
+      bad = val == NULL || *val == '\0';
+      host = val;
+    } else {
+      fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+    if (bad) {
+      fprintf(stderr, "%s: %s needs a valid value\n", prog, flag);
+      usage(stderr, prog);
+      return 2;
+    }
+  }
+
+  /* SIGINT / SIGTERM are taken by sigwait() here; blocked before any thread
+   * exists, so every loop thread inherits the mask. */
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  char address[300];
+  int bracket = strchr(host, ':') != NULL && host[0] != '[';
+  if ((size_t)snprintf(address, sizeof address, "%s%s%s:%lu",
+                       bracket ? "[" : "", host, bracket ? "]" : "",
+                       port) >= sizeof address) {
+    fprintf(stderr, "%s: host name too long\n", prog);
+    return 2;
+  }
+
+  int exit_code = 1, rc, bound_port = 0;
+  sluice_server_opts *opts = NULL;
+  sluice_server *srv = NULL;
+  const Bench__Echo_SluiceHandlers handlers = {.unary = unary, .bidi = bidi};
+
+  if ((rc = sluice_server_opts_new(&opts)) != 0 ||
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
+      (rc = sluice_server_new(&srv, opts)) != 0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = bench__echo__sluice_register(srv, &handlers, NULL)) != 0) {
+    fprintf(stderr, "%s: cannot register Echo: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = sluice_server_listen(srv, address, &bound_port)) != 0) {
+    fprintf(stderr, "%s: cannot listen on %s: %s\n", prog, address,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if ((rc = sluice_server_start(srv)) != 0) {
+    fprintf(stderr, "%s: cannot start: %s\n", prog, sluice_strerror(rc));
+    goto out;
+  }
+  printf("listening on %d\n", bound_port);
+  fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0)
+    ;
+  fprintf(stderr, "%s: %s, shutting down\n", prog,
+          sig == SIGINT ? "SIGINT" : "SIGTERM");
+  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
+  exit_code = 0;
+
+out:
+  sluice_server_del(srv);
+  sluice_server_opts_del(opts);
+  return exit_code;
+}
