@@ -327,6 +327,7 @@ typedef struct chan {
   bench *b;
   sb_stats stats; /* written on the channel's loop thread only */
   char first_error[200];
+  uint64_t resp_bytes;   /* of recorded successful calls (loop thread) */
   _Atomic uint64_t done; /* completions, for progress */
   _Atomic uint64_t failed;
 } chan;
@@ -353,11 +354,13 @@ typedef struct slot {
 } slot;
 
 static void record(chan *c, int phase, uint64_t t0, const sluice_status *st,
-                   uint64_t now) {
+                   const ProtobufCMessage *resp, uint64_t now) {
   bench *b = c->b;
   if (phase == atomic_load_explicit(&b->phase, memory_order_relaxed) &&
       t0 >= b->record_from_ns && t0 < b->end_ns) {
     sb_stats_record(&c->stats, (int)st->code, now > t0 ? now - t0 : 0);
+    if (resp)
+      c->resp_bytes += protobuf_c_message_get_packed_size(resp);
     if (st->code != SLUICE_STATUS_OK && !c->first_error[0])
       snprintf(c->first_error, sizeof c->first_error, "%s: %s",
                sluice_status_name(st->code), st->message ? st->message : "");
@@ -371,12 +374,11 @@ static int start_unary(bench *b, slot *s);
 
 static void unary_done(const sluice_status *st, const ProtobufCMessage *resp,
                        void *ud) {
-  (void)resp;
   slot *s = ud;
   chan *c = s->c;
   bench *b = c->b;
   uint64_t now = sluice_now_ns();
-  record(c, s->phase, s->t0, st, now);
+  record(c, s->phase, s->t0, st, resp, now);
   if (s->closed && now < b->end_ns &&
       s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
     s->t0 = now;
@@ -405,13 +407,12 @@ typedef struct stream {
 
 static void bidi_message(sluice_call *call, const ProtobufCMessage *msg,
                          void *ud) {
-  (void)msg;
   stream *s = ud;
   chan *c = s->c;
   bench *b = c->b;
   uint64_t now = sluice_now_ns();
   sluice_status ok = {.code = SLUICE_STATUS_OK};
-  record(c, s->phase, s->t0, &ok, now);
+  record(c, s->phase, s->t0, &ok, msg, now);
   if (now < b->end_ns &&
       s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
     s->t0 = now;
@@ -426,7 +427,7 @@ static void bidi_done(sluice_call *call, const sluice_status *st, void *ud) {
   (void)call;
   stream *s = ud;
   if (st->code != SLUICE_STATUS_OK)
-    record(s->c, s->phase, s->t0, st, sluice_now_ns());
+    record(s->c, s->phase, s->t0, st, NULL, sluice_now_ns());
   bench *b = s->c->b;
   free(s);
   atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
@@ -518,7 +519,23 @@ typedef struct result {
   sb_stats stats;
   char first_error[200];
   uint64_t issued, late, blocked, unsent, unfinished, start_failed;
+  uint64_t dropped_locally; /* by the channels' strategy, never sent */
+  uint64_t resp_bytes;      /* serialized responses of successful calls */
 } result;
+
+/* Calls the channels' strategy dropped without sending them, so far. */
+static uint64_t local_drops(bench *b) {
+  uint64_t n = 0;
+  for (unsigned i = 0; i < b->n_chans; i++) {
+    sluice_channel_stats st;
+    if (sluice_channel_get_stats(b->chans[i].ch, &st) != 0)
+      continue;
+    n += st.dropped_limit + st.dropped_path_limit + st.dropped_deadline +
+         st.dropped_wait;
+    sluice_channel_stats_clear(&st);
+  }
+  return n;
+}
 
 static double now_s(uint64_t t0) {
   return (double)(sluice_now_ns() - t0) / 1e9;
@@ -562,8 +579,10 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
   for (unsigned i = 0; i < b->n_chans; i++) {
     sb_stats_init(&b->chans[i].stats);
     b->chans[i].first_error[0] = 0;
+    b->chans[i].resp_bytes = 0;
   }
   atomic_store(&b->start_failed, 0);
+  uint64_t drops_before = local_drops(b);
   uint64_t start = sluice_now_ns();
   b->record_from_ns = start + (uint64_t)(warmup_s * 1e9);
   b->end_ns = b->record_from_ns + (uint64_t)(dur_s * 1e9);
@@ -637,10 +656,12 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
   sb_stats_init(&r->stats);
   for (unsigned i = 0; i < b->n_chans; i++) {
     sb_stats_merge(&r->stats, &b->chans[i].stats);
+    r->resp_bytes += b->chans[i].resp_bytes;
     if (!r->first_error[0] && b->chans[i].first_error[0])
       memcpy(r->first_error, b->chans[i].first_error, sizeof r->first_error);
   }
   r->start_failed = atomic_load(&b->start_failed);
+  r->dropped_locally = local_drops(b) - drops_before;
   if (left == 0)
     free(slots);
   /* else: slots are still referenced by calls in flight; the channels'
@@ -770,7 +791,9 @@ static void print_human(FILE *f, const config *cfg, const result *r) {
           cfg->connections == 1 ? "" : "s", r->seconds);
   fprintf(f, "  calls:       %" PRIu64 " ok, %" PRIu64 " errors\n", s->ok,
           errs);
-  fprintf(f, "  throughput:  %.1f ok calls/s\n", (double)s->ok / r->seconds);
+  fprintf(f, "  throughput:  %.1f ok calls/s, responses %.1f B on average\n",
+          (double)s->ok / r->seconds,
+          s->ok ? (double)r->resp_bytes / (double)s->ok : 0.0);
   fprintf(f,
           "  latency us:  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f"
           "  max %.1f\n",
@@ -798,6 +821,13 @@ static void print_human(FILE *f, const config *cfg, const result *r) {
             " of them waited for a free slot (--max-outstanding), %" PRIu64
             " never sent\n",
             r->issued, r->late, cfg->late_ms, r->blocked, r->unsent);
+  if (r->dropped_locally)
+    fprintf(f,
+            "  dropped locally by the channel's strategy (%s): %" PRIu64
+            "\n               (among the errors above, warm-up included;"
+            " use --lb rr to measure the server without "
+            "client-side back-pressure)\n",
+            cfg->lb ? cfg->lb : "default btc", r->dropped_locally);
   if (r->unfinished || r->start_failed)
     fprintf(f,
             "  unfinished at the end: %" PRIu64 ", failed to start: %" PRIu64
@@ -836,9 +866,11 @@ static void print_json_result(FILE *f, const result *r) {
   fprintf(f,
           ", \"sent\": %" PRIu64 ", \"late\": %" PRIu64
           ", \"waited_for_slot\": %" PRIu64 ", \"unsent\": %" PRIu64
-          ", \"unfinished\": %" PRIu64 ", \"start_failed\": %" PRIu64 "}",
+          ", \"unfinished\": %" PRIu64 ", \"start_failed\": %" PRIu64
+          ", \"dropped_locally\": %" PRIu64 ", \"response_bytes\": %" PRIu64
+          "}",
           r->issued, r->late, r->blocked, r->unsent, r->unfinished,
-          r->start_failed);
+          r->start_failed, r->dropped_locally, r->resp_bytes);
 }
 
 static void json_str(FILE *f, const char *s) {
