@@ -31,6 +31,8 @@
 
 #include <arpa/inet.h>
 
+#include <uv.h>
+
 #include "sluice/sluice.h"
 
 #include "raw.pb-c.h"
@@ -107,7 +109,9 @@ static void usage(FILE *f, const char *prog) {
       "  --connections C        exactly C TCP connections (one channel each), "
       "calls\n"
       "                         spread round robin (default 1)\n"
-      "  --threads T            open-loop generator threads (default 1)\n"
+      "  --threads T            event-loop threads the connections are "
+      "spread over,\n"
+      "                         and open-loop generator threads (default 1)\n"
       "  --duration S           measured seconds (default 10)\n"
       "  --warmup S             seconds before measuring (default 1)\n"
       "  --deadline MS          per-call deadline (default none)\n"
@@ -670,6 +674,42 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
 
 /* ---- setup */
 
+/* A worker thread runs one libuv loop for channels index, index +
+ * n_workers, ... (like h2load's -t). A channel on a user loop must be made
+ * on the thread that runs the loop, so the worker makes its own. */
+typedef struct worker {
+  bench *b;
+  unsigned index, n_workers;
+  const char *target;
+  uv_loop_t loop;
+  pthread_t th;
+  int rc;
+  _Atomic int state; /* 0 starting, 1 running, -1 failed */
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  bench *b = w->b;
+  sluice_channel_opts *co = NULL;
+  int rc = uv_loop_init(&w->loop) != 0 ? SLUICE_ERR_SYSTEM : 0;
+  if (rc == 0)
+    rc = sluice_channel_opts_new(&co);
+  if (rc == 0)
+    rc = sluice_channel_opts_set_loop(co, &w->loop);
+  if (rc == 0 && b->cfg->lb)
+    rc = sluice_channel_opts_set_lb(co, b->cfg->lb);
+  for (unsigned i = w->index; rc == 0 && i < b->n_chans; i += w->n_workers)
+    rc = sluice_channel_new(&b->chans[i].ch, w->target, co);
+  sluice_channel_opts_del(co);
+  w->rc = rc;
+  atomic_store(&w->state, rc == 0 ? 1 : -1);
+  if (rc != 0)
+    return NULL; /* main exits */
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&w->loop);
+  return NULL;
+}
+
 /* One destination per channel: HOST:PORT is resolved once here and the
  * channel gets an ipv4:/ipv6: target with that one address. unix:, ipv4:
  * and ipv6: targets are used as given. */
@@ -956,28 +996,47 @@ int main(int argc, char **argv) {
   if (!cfg.bidi)
     b.copts.timeout_ms = cfg.deadline_ms;
 
-  sluice_channel_opts *co;
-  if (sluice_channel_opts_new(&co) != 0)
-    return 1;
-  if (cfg.lb && sluice_channel_opts_set_lb(co, cfg.lb) != 0) {
-    fprintf(stderr, "sluice-bench: unknown --lb %s (rr, lcc, bcc, btc)\n",
-            cfg.lb);
-    return 2;
+  if (cfg.lb) {
+    sluice_channel_opts *co;
+    if (sluice_channel_opts_new(&co) != 0)
+      return 1;
+    int bad = sluice_channel_opts_set_lb(co, cfg.lb) != 0;
+    sluice_channel_opts_del(co);
+    if (bad) {
+      fprintf(stderr, "sluice-bench: unknown --lb %s (rr, lcc, bcc, btc)\n",
+              cfg.lb);
+      return 2;
+    }
   }
   b.n_chans = cfg.connections;
   b.chans = calloc(b.n_chans, sizeof *b.chans);
-  if (!b.chans)
+  unsigned n_workers =
+      cfg.threads < cfg.connections ? cfg.threads : cfg.connections;
+  worker *workers = calloc(n_workers, sizeof *workers);
+  if (!b.chans || !workers)
     return 1;
-  for (unsigned i = 0; i < b.n_chans; i++) {
-    int rc = sluice_channel_new(&b.chans[i].ch, target, co);
-    if (rc != 0) {
+  for (unsigned i = 0; i < b.n_chans; i++)
+    b.chans[i].b = &b;
+  for (unsigned k = 0; k < n_workers; k++) {
+    worker *w = &workers[k];
+    w->b = &b;
+    w->index = k;
+    w->n_workers = n_workers;
+    w->target = target;
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+      fprintf(stderr, "sluice-bench: cannot start a worker thread\n");
+      return 1;
+    }
+  }
+  for (unsigned k = 0; k < n_workers; k++) {
+    while (!atomic_load(&workers[k].state))
+      sleep_until(sluice_now_ns() + 1000000);
+    if (workers[k].state < 0) {
       fprintf(stderr, "sluice-bench: channel to %s: %s\n", target,
-              sluice_strerror(rc));
+              sluice_strerror(workers[k].rc));
       return 2;
     }
-    b.chans[i].b = &b;
   }
-  sluice_channel_opts_del(co);
 
   /* Open every connection before the clock starts, with one call each
    * (not counted); a failure here is reported but does not stop the run. */
@@ -1081,8 +1140,13 @@ int main(int argc, char **argv) {
     free(steps);
   }
 
+  /* The channels close on their loops; each worker's uv_run returns when
+   * its last channel is gone. */
   for (unsigned i = 0; i < b.n_chans; i++)
     sluice_channel_del(b.chans[i].ch);
+  for (unsigned k = 0; k < n_workers; k++)
+    pthread_join(workers[k].th, NULL);
+  free(workers);
   free(b.chans);
   protobuf_c_message_free_unpacked(req, NULL);
   return exit_code;
