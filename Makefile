@@ -41,6 +41,18 @@ bench-testbed: deps
 	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen
 	examples/testbed/run.sh $(BUILD)
 
+# sluice vs gRPC C++ side by side (bench/run_compare.sh, a few minutes):
+# installs the benchmark packages (gRPC C++, h2load, gnuplot) first.
+# Options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--duration 3".
+.PHONY: bench
+bench: deps
+	@scripts/install-bench-deps.sh
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target echo_server echo_client \
+		grpcxx_echo_server grpcxx_echo_client
+	-cmake --build $(BUILD) -j $(JOBS) --target sluice-bench
+	bench/run_compare.sh --build $(BUILD) $(BENCH_ARGS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

@@ -1,0 +1,337 @@
+#!/usr/bin/env bash
+# sluice vs the gRPC C++ reference (issue 6 §3), side by side in one run:
+#
+#  (a) servers: the same load generator against build/bench/echo_server
+#      (sluice) and build/bench/cpp/echo_server (gRPC C++ callback API):
+#      h2load, and build/tools/sluice-bench when it exists;
+#  (b) clients: build/bench/echo_client (sluice) and
+#      build/bench/cpp/echo_client (gRPC C++ callback API) against the same
+#      server, sluice's echo_server;
+#
+# each for 64 B and 4 KB payloads (bench.EchoMsg), 1 and 8 connections,
+# closed loop (64 calls outstanding in total), then open loop at 50 % of the
+# max that the closed loop measured for that server (a) or client (b).
+# Open loop in (a) needs sluice-bench --rate (h2load cannot keep a schedule
+# without coordinated omission); in (b) the clients' own --rate.
+#
+#   bench/run_compare.sh [--build DIR] [--duration S] [--warmup S]
+#                        [--concurrency N] [--out FILE] [--no-pin]
+#
+# Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
+# docs/results/compare-<date>.md. About 50 cells: ~5 min at 5 s, ~3.5 min
+# at 3 s. Progress on stderr; the markdown tables (ratios are sluice /
+# gRPC) on stdout and in the out file.
+#
+# Pinning: with taskset and at least 2 CPUs, every server runs on CPU 0
+# and every load generator / client on CPU 1, so the two sides never
+# compete for a core (the machine this was written for has 2). Servers:
+# sluice with --threads 1 (one loop for its one core); gRPC C++ with
+# --threads 1 as a hint (its callback API runs on gRPC's own threads, all
+# on the one pinned core).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=build
+dur=5
+warm=0.5
+conc=64
+out=
+pin=1
+while [ $# -gt 0 ]; do
+  case $1 in
+  --build) build=$2; shift 2 ;;
+  --duration) dur=$2; shift 2 ;;
+  --warmup) warm=$2; shift 2 ;;
+  --concurrency) conc=$2; shift 2 ;;
+  --out) out=$2; shift 2 ;;
+  --no-pin) pin=0; shift ;;
+  -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
+  *) echo "run_compare: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case $build in /*) ;; *) build=$root/$build ;; esac
+[ -n "$out" ] || out=$root/docs/results/compare-$(date +%F).md
+
+s_server=$build/bench/echo_server
+g_server=$build/bench/cpp/echo_server
+s_client=$build/bench/echo_client
+g_client=$build/bench/cpp/echo_client
+sbench=$build/tools/sluice-bench
+for f in "$s_server" "$s_client"; do
+  [ -x "$f" ] || { echo "run_compare: no $f (build first: make build)" >&2; exit 2; }
+done
+have_grpc=1
+for f in "$g_server" "$g_client"; do
+  [ -x "$f" ] || have_grpc=0
+done
+[ $have_grpc = 1 ] || {
+  echo "run_compare: no gRPC C++ programs in $build/bench/cpp (needs libgrpc++-dev protobuf-compiler-grpc: scripts/install-bench-deps.sh, then rebuild)" >&2
+  exit 2
+}
+notes=()
+have_h2load=1
+command -v h2load >/dev/null || { have_h2load=0; notes+=("h2load missing (nghttp2-client): its rows were skipped."); }
+have_sbench=0
+if [ -x "$sbench" ] && "$sbench" --help 2>&1 | grep -q -- '--rate'; then
+  have_sbench=1
+else
+  notes+=("build/tools/sluice-bench missing: its rows, and the open-loop server comparison, were skipped.")
+fi
+
+srv_pin=()
+gen_pin=()
+if [ $pin = 1 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+  srv_pin=(taskset -c 0)
+  gen_pin=(taskset -c 1)
+  pin_note="servers pinned to CPU 0, load generators and clients to CPU 1 (taskset)"
+else
+  pin_note="no pinning (taskset missing, fewer than 2 CPUs, or --no-pin): servers and load generators share the CPUs"
+fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+log() { echo "run_compare: $*" >&2; }
+
+# Request bodies for h2load: the 5-byte gRPC prefix + EchoMsg{payload}.
+for size in 64 4096; do
+  python3 - "$size" >"$tmp/req$size.bin" <<'EOF'
+import sys
+n = int(sys.argv[1])
+v, l = b"", n
+while True:
+    b, l = l & 0x7F, l >> 7
+    v += bytes([b | 0x80 if l else b])
+    if not l:
+        break
+msg = b"\x0a" + v + b"x" * n
+sys.stdout.buffer.write(b"\0" + len(msg).to_bytes(4, "big") + msg)
+EOF
+done
+
+# start_server NAME BINARY -> sets port_NAME
+start_server() {
+  local name=$1 bin=$2
+  "${srv_pin[@]}" "$bin" --port 0 --threads 1 >"$tmp/$name.port" 2>"$tmp/$name.log" &
+  pids+=($!)
+  local i=0
+  until grep -q listening "$tmp/$name.port" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 200 ] && { log "$name server did not start"; cat "$tmp/$name.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  eval "port_$name=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$tmp/$name.port")"
+}
+
+# Every measurement prints one line: "calls_per_s p50_us p99_us p999_us errors"
+# (a dash for what is unknown).
+
+# json_pick FILE KIND: the line above from a result in JSON.
+json_pick() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read().strip().splitlines()
+d = json.loads(text[-1]) if text else {}
+if sys.argv[2] == "sbench":
+    r = d.get("result", {})
+    lat = r.get("latency_us", {})
+    bad = r.get("errors", 0) + r.get("unfinished", 0) + r.get("start_failed", 0) + r.get("dropped_locally", 0)
+    print("%.0f %.0f %.0f %.0f %d" % (r.get("throughput", 0), lat.get("p50", 0), lat.get("p99", 0), lat.get("p999", 0), bad))
+else:
+    print("%.0f %.0f %.0f %.0f %d" % (d.get("calls_per_s", 0), d.get("p50_us", 0), d.get("p99_us", 0), d.get("p999_us", 0), d.get("errors", 0) + d.get("missed", 0)))
+EOF
+}
+
+# h2load PORT SIZE CONNS: closed loop, conc streams in total.
+run_h2load() {
+  local port=$1 size=$2 c=$3
+  local m=$(((conc + c - 1) / c))
+  "${gen_pin[@]}" h2load -D "$dur" --warm-up-time="$(awk "BEGIN{print int($warm*1000)}")ms" \
+    -c "$c" -m "$m" -t 1 -H "content-type: application/grpc" -H "te: trailers" \
+    -d "$tmp/req$size.bin" --log-file="$tmp/h2.log" \
+    "http://127.0.0.1:$port/bench.Echo/Unary" >"$tmp/h2.out" 2>&1 || {
+    cat "$tmp/h2.out" >&2
+    echo "0 - - - 1"
+    return
+  }
+  local rps failed
+  rps=$(sed -n 's/.*finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$tmp/h2.out")
+  failed=$(sed -n 's/.* \([0-9]*\) failed, \([0-9]*\) errored.*/\1 \2/p' "$tmp/h2.out" | awk '{print $1 + $2}')
+  cut -f3 "$tmp/h2.log" | sort -n | awk -v rps="$rps" -v bad="${failed:-0}" '
+    function at(q,  i) { i = int(NR * q); if (i < 1) i = 1; return a[i] }
+    { a[NR] = $1 }
+    END {
+      if (NR == 0) { printf "%.0f - - - %d\n", rps, bad; exit }
+      printf "%.0f %.0f %.0f %.0f %d\n", rps, at(0.5), at(0.99), at(0.999), bad
+    }'
+}
+
+# sbench PORT SIZE CONNS [RATE]
+run_sbench() {
+  local port=$1 size=$2 c=$3 rate=${4:-}
+  local load=(--concurrency "$conc")
+  [ -n "$rate" ] && load=(--rate "$rate" --max-outstanding 10000)
+  "${gen_pin[@]}" "$sbench" --target "127.0.0.1:$port" --method /bench.Echo/Unary \
+    --size "$size" "${load[@]}" --connections "$c" --duration "$dur" \
+    --warmup "$warm" --lb rr --json --quiet >"$tmp/sb.json" 2>"$tmp/sb.err" || true
+  if [ -s "$tmp/sb.json" ]; then json_pick "$tmp/sb.json" sbench; else cat "$tmp/sb.err" >&2; echo "0 - - - 1"; fi
+}
+
+# client BINARY PORT SIZE CONNS [RATE]
+run_client() {
+  local bin=$1 port=$2 size=$3 c=$4 rate=${5:-}
+  local load=(--concurrency "$conc")
+  [ -n "$rate" ] && load=(--rate "$rate")
+  "${gen_pin[@]}" "$bin" --target "127.0.0.1:$port" --size "$size" "${load[@]}" \
+    --connections "$c" --duration "$dur" --warmup "$warm" >"$tmp/cl.json" 2>"$tmp/cl.err" || true
+  if [ -s "$tmp/cl.json" ]; then json_pick "$tmp/cl.json" client; else cat "$tmp/cl.err" >&2; echo "0 - - - 1"; fi
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "-") printf "%.2f", a / b; else print "-" }'; }
+half() { awk -v a="$1" 'BEGIN { printf "%d", a / 2 }'; }
+f() { echo "$1" | cut -d' ' -f"$2"; }
+
+start_server sluice "$s_server"
+start_server grpc "$g_server"
+log "sluice echo_server on $port_sluice, gRPC C++ echo_server on $port_grpc; $pin_note"
+log "each cell ${dur} s measured after ${warm} s warm-up"
+
+res=$tmp/results.md
+{
+  echo "## sluice vs gRPC C++: $(date +%F)"
+  echo
+  echo "Command: \`bench/run_compare.sh --duration $dur --warmup $warm --concurrency $conc\`"
+  echo "(commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))."
+  echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $(uname -sr);"
+  echo "gRPC C++ $(pkg-config --modversion grpc++ 2>/dev/null || echo '?'), $(h2load --version 2>/dev/null | head -1 || echo 'no h2load');"
+  echo "$pin_note. Closed loop: $conc calls outstanding in total over the"
+  echo "connections; open loop: 50 % of the closed-loop max of that server"
+  echo "(or client), latency from each call's intended start. Latency in us."
+  echo "Ratios are sluice / gRPC (throughput: higher is better for sluice;"
+  echo "p99: lower is better for sluice). err counts failed, unfinished or"
+  echo "missed calls. In the open-loop tables \"done/s\" is the rate of calls"
+  echo "completed in the window: below the offered rate, the side could not"
+  echo "keep up and its latencies are queueing (overload), not service time."
+  echo "Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything well above"
+  echo "1 means other work shared the CPUs: treat the numbers as noisy)."
+} >"$res"
+
+# ---- (a) servers
+declare -A max_s max_g
+{
+  echo
+  echo "### (a) Servers: the same load generator, sluice server vs gRPC C++ server (closed loop)"
+  echo
+  echo "| generator | size | conns | sluice calls/s | gRPC calls/s | ratio | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+} >>"$res"
+gens=()
+[ $have_h2load = 1 ] && gens+=(h2load)
+[ $have_sbench = 1 ] && gens+=(sluice-bench)
+for gen in "${gens[@]}"; do
+  for size in 64 4096; do
+    for c in 1 8; do
+      log "(a) $gen, $size B, $c conn: sluice server"
+      if [ "$gen" = h2load ]; then s=$(run_h2load "$port_sluice" $size $c); else s=$(run_sbench "$port_sluice" $size $c); fi
+      log "    $s"
+      log "(a) $gen, $size B, $c conn: gRPC server"
+      if [ "$gen" = h2load ]; then g=$(run_h2load "$port_grpc" $size $c); else g=$(run_sbench "$port_grpc" $size $c); fi
+      log "    $g"
+      if [ "$gen" = sluice-bench ]; then max_s[$size.$c]=$(f "$s" 1); max_g[$size.$c]=$(f "$g" 1); fi
+      echo "| $gen | $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+    done
+  done
+done
+
+{
+  echo
+  echo "### (a) Servers at 50 % of their own max (open loop, sluice-bench --rate)"
+  echo
+} >>"$res"
+if [ $have_sbench = 1 ]; then
+  {
+    echo "| size | conns | sluice rate (done/s) | sluice p50 / p99 / p99.9 | gRPC rate (done/s) | gRPC p50 / p99 / p99.9 | p99 ratio | err s/g |"
+    echo "|---|---|---|---|---|---|---|---|"
+  } >>"$res"
+  for size in 64 4096; do
+    for c in 1 8; do
+      rs=$(half "${max_s[$size.$c]}")
+      rg=$(half "${max_g[$size.$c]}")
+      log "(a) open loop, $size B, $c conn: sluice server at $rs/s"
+      s=$(run_sbench "$port_sluice" $size $c "$rs")
+      log "    $s"
+      log "(a) open loop, $size B, $c conn: gRPC server at $rg/s"
+      g=$(run_sbench "$port_grpc" $size $c "$rg")
+      log "    $g"
+      echo "| $size | $c | $rs ($(f "$s" 1)) | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $rg ($(f "$g" 1)) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(ratio "$(f "$s" 3)" "$(f "$g" 3)") | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+    done
+  done
+else
+  echo "Skipped: needs build/tools/sluice-bench." >>"$res"
+fi
+
+# ---- (b) clients, against sluice's echo_server
+declare -A cmax_s cmax_g
+{
+  echo
+  echo "### (b) Clients: sluice client vs gRPC C++ client, both against the sluice echo_server (closed loop)"
+  echo
+  echo "| size | conns | sluice client calls/s | gRPC client calls/s | ratio | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+  echo "|---|---|---|---|---|---|---|---|"
+} >>"$res"
+for size in 64 4096; do
+  for c in 1 8; do
+    log "(b) $size B, $c conn: sluice client"
+    s=$(run_client "$s_client" "$port_sluice" $size $c)
+    log "    $s"
+    log "(b) $size B, $c conn: gRPC client"
+    g=$(run_client "$g_client" "$port_sluice" $size $c)
+    log "    $g"
+    cmax_s[$size.$c]=$(f "$s" 1)
+    cmax_g[$size.$c]=$(f "$g" 1)
+    echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+  done
+done
+{
+  echo
+  echo "### (b) Clients at 50 % of their own max (open loop, the clients' --rate)"
+  echo
+  echo "| size | conns | sluice rate (done/s) | sluice p50 / p99 / p99.9 | gRPC rate (done/s) | gRPC p50 / p99 / p99.9 | p99 ratio | err s/g |"
+  echo "|---|---|---|---|---|---|---|---|"
+} >>"$res"
+for size in 64 4096; do
+  for c in 1 8; do
+    rs=$(half "${cmax_s[$size.$c]}")
+    rg=$(half "${cmax_g[$size.$c]}")
+    log "(b) open loop, $size B, $c conn: sluice client at $rs/s"
+    s=$(run_client "$s_client" "$port_sluice" $size $c "$rs")
+    log "    $s"
+    log "(b) open loop, $size B, $c conn: gRPC client at $rg/s"
+    g=$(run_client "$g_client" "$port_sluice" $size $c "$rg")
+    log "    $g"
+    echo "| $size | $c | $rs ($(f "$s" 1)) | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $rg ($(f "$g" 1)) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(ratio "$(f "$s" 3)" "$(f "$g" 3)") | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+  done
+done
+
+notes+=("Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg).")
+if [ ${#notes[@]} -gt 0 ]; then
+  {
+    echo
+    for n in "${notes[@]}"; do echo "Note: $n"; done
+  } >>"$res"
+fi
+# Server memory at the end (the gRPC server's RSS grows under load).
+for p in "${pids[@]}"; do
+  rss=$(awk '/VmRSS/ {print $2}' /proc/$p/status 2>/dev/null || echo '?')
+  log "server pid $p: VmRSS $rss kB"
+done
+
+mkdir -p "$(dirname "$out")"
+cp "$res" "$out"
+cat "$res"
+log "saved to $out"
