@@ -553,8 +553,12 @@ static void progress_loop(bench *b, uint64_t start, int show) {
       break;
     uint64_t next = t_last + 1000000000u;
     sleep_until(next < b->end_ns ? next : b->end_ns);
-    if (!show || sluice_now_ns() < next)
+    if (sluice_now_ns() < next)
+      continue; /* the run ended first */
+    if (!show) {
+      t_last = next;
       continue;
+    }
     uint64_t done = 0, failed = 0;
     for (unsigned i = 0; i < b->n_chans; i++) {
       done += atomic_load_explicit(&b->chans[i].done, memory_order_relaxed);
