@@ -104,6 +104,8 @@ static int congested(const sluice__lb *lb, const sluice__lb_dest *d,
   if (e->peer_util > BCC_PEER_HOT &&
       now - e->peer_load_ns < BCC_PEER_WINDOWS * lb->cfg.window_ns)
     return 1;
+  if (sluice__lb_est_peer_idle(e, now))
+    return 0; /* the server says it is not busy: no queue there */
   uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
                                                     : SLUICE__LB_MAX_PATHS - 1;
   double min = e->path_lat_min_ns[p], avg = e->path_lat_ewma_ns[p];

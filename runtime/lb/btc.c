@@ -280,7 +280,10 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, uint32_t path,
   if (e->lat_min_ns <= 0 && !pressure)
     return; /* nothing measured yet: stay as we are (state 0) */
   double base = base_latency(e, path);
-  int queueing = base > 0 && e->lat_ewma_ns > cfg->tolerance * base;
+  /* A server reporting itself far from busy has no queue, whatever the
+   * latency (the client's own loop may be the slow part). */
+  int queueing = base > 0 && e->lat_ewma_ns > cfg->tolerance * base &&
+                 !sluice__lb_est_peer_idle(e, now);
   /* One window's rate is noisy (a Poisson 800/s flow gives 80 +- 9 calls
    * per 100 ms), and so is a peer's utilization (in flight / capacity at
    * the moment it answered): T reads both smoothed over a few windows. */

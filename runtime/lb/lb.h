@@ -119,6 +119,11 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
                          int overload, uint32_t resp_size, uint64_t now);
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
                               uint64_t now);
+/* A peer report younger than SLUICE__LB_PEER_FRESH_NS says utilization
+ * below SLUICE__LB_PEER_IDLE: latency growth is not that server's queue. */
+#define SLUICE__LB_PEER_IDLE 0.5
+#define SLUICE__LB_PEER_FRESH_NS 1000000000ull
+int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now);
 /* Expected time until a call sent now would complete here: its wait behind
  * the calls in flight (in_flight / completion rate) plus the latency
  * estimate. 0 when nothing was measured yet. */

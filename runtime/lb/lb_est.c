@@ -167,9 +167,20 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
       clamp(cfg->tolerance * e->path_lat_min_ns[p] / e->path_lat_ewma_ns[p],
             GRADIENT_MIN, 1.0);
   double target = e->limit * gradient + lb_sqrt(e->limit);
+  /* The server says it is far from busy: rising latency is not its queue
+   * (it may be the client's own loop), so the limit does not shrink on it.
+   * Without this a closed-loop caller whose calls are dropped locally
+   * spins, slows its own loop, and the limit collapses. */
+  if (target < e->limit && sluice__lb_est_peer_idle(e, now))
+    return;
   if (target > e->limit && 2.0 * seen < e->limit)
     return; /* not using the limit: no evidence it should grow */
   e->limit = clamp_limit(cfg, e->limit + cfg->smoothing * (target - e->limit));
+}
+
+int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now) {
+  return e->peer_util >= 0 && e->peer_util < SLUICE__LB_PEER_IDLE &&
+         now - e->peer_load_ns < SLUICE__LB_PEER_FRESH_NS;
 }
 
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
