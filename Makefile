@@ -39,6 +39,7 @@ test: test-plain test-asan
 bench-testbed: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen
+	-cmake --build $(BUILD) -j $(JOBS) --target sluice-bench
 	examples/testbed/run.sh $(BUILD)
 
 # sluice vs gRPC C++ side by side (bench/run_compare.sh, a few minutes):

@@ -20,46 +20,38 @@ LAYERS = ["gateway", "A", "B", "C"]
 
 
 def normalize_bench(path, rate, duration):
-    """Best effort: sluice-bench's --json keys, mapped onto testbed_gen's."""
+    """sluice-bench --json (open loop) onto testbed_gen's keys. sluice-bench
+    counts errors by code only: in this chain RESOURCE_EXHAUSTED comes only
+    from a strategy's local drop (the layers use no server admission), so it
+    counts as early drops; DEADLINE_EXCEEDED cannot be split into timeouts
+    and deadline refusals (all are counted as timeouts), and the latency of
+    the drops is unknown."""
     b = json.load(open(path))
-
-    def find(*names, default=0):
-        for n in names:
-            cur = b
-            ok = True
-            for part in n.split("."):
-                if isinstance(cur, dict) and part in cur:
-                    cur = cur[part]
-                else:
-                    ok = False
-                    break
-            if ok:
-                return cur
-        return default
-
-    codes = find("codes", "errors", "status_codes", default={}) or {}
-    ok = find("ok", "codes.OK", default=codes.get("OK", 0))
-    dur = float(find("duration_s", "duration", default=duration))
-    lat = find("latency_ms", "latency", default={})
-    if not isinstance(lat, dict):
-        lat = {}
+    r = b["result"]
+    codes = dict(r.get("errors_by_code", {}))
+    codes["OK"] = r["ok"]
+    lat = r.get("latency_us", {})
+    secs = float(r.get("seconds", duration))
     out = {
-        "generator": "sluice-bench",
+        "generator": "sluice-bench open-loop poisson",
         "rate": float(rate),
-        "duration_s": dur,
-        "offered_rps": float(find("offered_rps", "rate", default=rate)),
-        "ok": ok,
-        "goodput_rps": ok / dur if dur else 0,
-        "early_drops": find("early_drops", "dropped_locally", default=0),
-        "deadline_drops": find("deadline_drops", default=0),
-        "timeouts": find("timeouts", default=codes.get("DEADLINE_EXCEEDED", 0)),
-        "p50_ms": find("p50_ms", default=lat.get("p50", 0)),
-        "p99_ms": find("p99_ms", default=lat.get("p99", 0)),
-        "p999_ms": find("p999_ms", default=lat.get("p99.9", 0)),
-        "drop_p99_ms": find("drop_p99_ms", default=0),
-        "late_starts": find("late_starts", "late", default=0),
+        "duration_s": secs,
+        "measured_calls": r["ok"] + r["errors"],
+        "offered_rps": (r["ok"] + r["errors"]) / secs,
+        "ok": r["ok"],
+        "goodput_rps": r["ok"] / secs,
+        "early_drops": codes.get("RESOURCE_EXHAUSTED", 0),
+        "deadline_drops": 0,
+        "timeouts": codes.get("DEADLINE_EXCEEDED", 0),
+        "p50_ms": lat.get("p50", 0) / 1e3,
+        "p90_ms": lat.get("p90", 0) / 1e3,
+        "p99_ms": lat.get("p99", 0) / 1e3,
+        "p999_ms": lat.get("p999", 0) / 1e3,
+        "max_ms": lat.get("max", 0) / 1e3,
+        "drop_p99_ms": 0,
+        "late_starts": r.get("late", 0),
+        "unfinished": r.get("unfinished", 0),
         "codes": codes,
-        "raw": b,
     }
     json.dump(out, sys.stdout)
     print()
@@ -172,7 +164,11 @@ def report(raw, out, date):
               "generator); *deadline refusals* = DEADLINE_EXCEEDED \"dropped "
               "locally\" (a strategy saw the deadline could not be met); "
               "*timeouts* = other DEADLINE_EXCEEDED; *other* = any other "
-              "error.\n")
+              "error. With sluice-bench as the generator, errors are known by code "
+              "only: every RESOURCE_EXHAUSTED counts as an early drop (the layers "
+              "use no server admission, so only a strategy produces it), every "
+              "DEADLINE_EXCEEDED as a timeout, and the drops' latency is not "
+              "known (n/a).\n")
 
     md.append("## Summary\n")
     md.append("| strategy | load | offered/s | goodput/s | p50 ms | p99 ms | p99.9 ms "
@@ -187,15 +183,18 @@ def report(raw, out, date):
             other = sum(v for k, v in g.get("codes", {}).items()
                         if k not in ("OK", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"))
             other += g["codes"].get("RESOURCE_EXHAUSTED", 0) - g["early_drops"]
+            bench = "sluice-bench" in g.get("generator", "")
             md.append("| %s | %s (%s) | %.0f | %.0f (%.0f %%) | %s | %s | %s | %d (%.1f %%) "
-                      "| %s | %d | %d | %d |"
+                      "| %s | %s | %d | %d |"
                       % (lb, name.get(load, load), load, g["offered_rps"],
                          g["goodput_rps"], 100 * g["goodput_rps"] / capacity,
                          fmt_ms(g["p50_ms"]), fmt_ms(g["p99_ms"]),
                          fmt_ms(g["p999_ms"]), g["early_drops"],
                          100.0 * g["early_drops"] / n,
+                         "n/a" if bench else
                          fmt_ms(g.get("drop_p99_ms", 0)) if g["early_drops"] else "-",
-                         g["deadline_drops"], g["timeouts"], other))
+                         "n/a" if bench else str(g["deadline_drops"]),
+                         g["timeouts"], other))
     md.append("")
 
     md.append("## Per layer\n")
@@ -282,6 +281,11 @@ def report(raw, out, date):
     md.append("## Plots\n")
     for what, png in plots:
         md.append("![%s vs offered load](%s)\n" % (what, png))
+    none = ["%s at %s" % (lb, load) for (lb, load), (g, _) in sorted(cells.items())
+            if g["ok"] == 0]
+    if none:
+        md.append("No successful call (so no latency point in the p99 plot): %s.\n"
+                  % ", ".join(none))
     md.append("Data: `testbed-%s.dat`; every generator output and layer "
               "dump: `testbed-%s-raw/`.\n" % (date, date))
     with open(os.path.join(out, "testbed-%s.md" % date), "w") as f:

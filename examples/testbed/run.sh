@@ -71,6 +71,7 @@ command -v python3 >/dev/null || die "python3 is needed for the report"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/testbed.XXXXXX")
 RAW=$OUT/testbed-$DATE-raw
 PIDS=()
+STARTS=0
 
 # Every process started here is stopped at exit, whatever happens.
 stop_pids() {
@@ -108,7 +109,10 @@ trap 'log interrupted; exit 130' INT TERM
 # a subshell, so that PIDS keeps the process).
 start_layer() {
   local name=$1 idx=$2 w=$3 us=$4 lb=$5 next=${6:-} out
-  out=$WORK/$name$idx
+  # A fresh file per start: the redirection truncates only once the child
+  # runs, so a reused file could still show the previous chain's port.
+  STARTS=$((STARTS + 1))
+  out=$WORK/$STARTS-$name$idx
   local args=(--port 0 --workers "$w" --service-us "$us" --name "$name$idx"
               --threads 1 --stats "$CELL/layer-$name$idx.json")
   [ -n "$next" ] && args+=(--next "ipv4:$next" --lb "$lb")
@@ -122,6 +126,7 @@ start_layer() {
     sleep 0.05
   done
   PORT=$(awk '/^listening on/ {print $3; exit}' "$out.stdout")
+  [ -n "$PORT" ] || die "$name$idx: no port in $(cat "$out.stdout")"
 }
 
 count_of() { # count_of NAME: instances of a layer
@@ -174,16 +179,19 @@ run_gen() {
   if [ "$GEN" = sluice-bench ]; then
     timeout -k 5 "$limit" "$BENCH" --target "127.0.0.1:$GW_PORT" \
       --method /testbed.Layer/Call --request "$REQ" --rate "$rate" \
+      --arrival poisson --lb rr --connections 1 \
       --duration "$dur" --warmup "$warm" --deadline "$DEADLINE_MS" \
       --json >"$outf.bench" 2>"$outf.stderr" || true
-    python3 "$ROOT/examples/testbed/report.py" normalize-bench "$outf.bench" \
-      "$rate" "$dur" >"$outf"
-  else
-    timeout -k 5 "$limit" "$GENBIN" --target "127.0.0.1:$GW_PORT" \
-      --rate "$rate" --duration "$dur" --warmup "$warm" \
-      --deadline "$DEADLINE_MS" --size "$SIZE" --json \
-      >"$outf" 2>"$outf.stderr" || true
+    if python3 "$ROOT/examples/testbed/report.py" normalize-bench \
+      "$outf.bench" "$rate" "$dur" >"$outf" 2>>"$outf.stderr"; then
+      return
+    fi
+    log "sluice-bench gave no usable result ($(tail -1 "$outf.stderr")): testbed_gen for this cell"
   fi
+  timeout -k 5 "$limit" "$GENBIN" --target "127.0.0.1:$GW_PORT" \
+    --rate "$rate" --duration "$dur" --warmup "$warm" \
+    --deadline "$DEADLINE_MS" --size "$SIZE" --json \
+    >"$outf" 2>"$outf.stderr" || true
   [ -s "$outf" ] || die "generator produced nothing: $(tail -3 "$outf.stderr")"
 }
 
