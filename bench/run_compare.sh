@@ -10,7 +10,9 @@
 #
 # each for 64 B and 4 KB payloads (bench.EchoMsg), 1 and 8 connections,
 # closed loop (64 calls outstanding in total), then open loop at 50 % of the
-# max that the closed loop measured for that server (a) or client (b).
+# max that the closed loop measured for that server (a) or client (b), and
+# open loop with both sides at the same offered rate (50 % of the slower
+# one's max), so their latencies compare under equal load.
 # Open loop in (a) needs sluice-bench --rate (h2load cannot keep a schedule
 # without coordinated omission); in (b) the clients' own --rate.
 #
@@ -18,8 +20,8 @@
 #                        [--concurrency N] [--out FILE] [--no-pin]
 #
 # Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
-# docs/results/compare-<date>.md. About 50 cells: ~5 min at 5 s, ~3.5 min
-# at 3 s. Progress on stderr; the markdown tables (ratios are sluice /
+# docs/results/compare-<date>.md. 64 cells: ~7 min at 5 s, ~4.5 min at
+# 3 s. Progress on stderr; the markdown tables (ratios are sluice /
 # gRPC) on stdout and in the out file.
 #
 # Pinning: with taskset and at least 2 CPUs, every server runs on CPU 0
@@ -126,6 +128,7 @@ start_server() {
     sleep 0.05
   done
   eval "port_$name=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$tmp/$name.port")"
+  eval "pid_$name=$!"
 }
 
 # Every measurement prints one line: "calls_per_s p50_us p99_us p999_us errors"
@@ -151,7 +154,7 @@ EOF
 run_h2load() {
   local port=$1 size=$2 c=$3
   local m=$(((conc + c - 1) / c))
-  "${gen_pin[@]}" h2load -D "$dur" --warm-up-time="$(awk "BEGIN{print int($warm*1000)}")ms" \
+  "${gen_pin[@]}" h2load -D "$(ms "$dur")ms" --warm-up-time="$(ms "$warm")ms" \
     -c "$c" -m "$m" -t 1 -H "content-type: application/grpc" -H "te: trailers" \
     -d "$tmp/req$size.bin" --log-file="$tmp/h2.log" \
     "http://127.0.0.1:$port/bench.Echo/Unary" >"$tmp/h2.out" 2>&1 || {
@@ -187,14 +190,69 @@ run_client() {
   local bin=$1 port=$2 size=$3 c=$4 rate=${5:-}
   local load=(--concurrency "$conc")
   [ -n "$rate" ] && load=(--rate "$rate")
-  "${gen_pin[@]}" "$bin" --target "127.0.0.1:$port" --size "$size" "${load[@]}" \
-    --connections "$c" --duration "$dur" --warmup "$warm" >"$tmp/cl.json" 2>"$tmp/cl.err" || true
-  if [ -s "$tmp/cl.json" ]; then json_pick "$tmp/cl.json" client; else cat "$tmp/cl.err" >&2; echo "0 - - - 1"; fi
+  # `times` in the subshell: the client's user and system CPU time.
+  (
+    "${gen_pin[@]}" "$bin" --target "127.0.0.1:$port" --size "$size" "${load[@]}" \
+      --connections "$c" --duration "$dur" --warmup "$warm" >"$tmp/cl.json" 2>"$tmp/cl.err" || true
+    times >"$tmp/times"
+  )
+  local cpu
+  cpu=$(sed -n 2p "$tmp/times" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.3f", t }')
+  if [ -s "$tmp/cl.json" ]; then echo "$(json_pick "$tmp/cl.json" client) $cpu"; else cat "$tmp/cl.err" >&2; echo "0 - - - 1 $cpu"; fi
 }
 
+ms() { awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }'; }
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# per_call CPU_SECONDS CALLS_PER_S: CPU us per call over warm-up + duration.
+per_call() { awk -v c="$1" -v r="$2" -v t="$(awk -v d="$dur" -v w="$warm" 'BEGIN{print d + w}')" \
+  'BEGIN { if (r > 0 && c != "") printf "%.1f", c * 1e6 / (r * t); else print "-" }'; }
+hz=$(getconf CLK_TCK)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "-") printf "%.2f", a / b; else print "-" }'; }
 half() { awk -v a="$1" 'BEGIN { printf "%d", a / 2 }'; }
 f() { echo "$1" | cut -d' ' -f"$2"; }
+
+# open_tables PART TITLE HOW MAXS MAXG: the open-loop tables of part a
+# (servers, sluice-bench) or b (clients), from the closed-loop maxima in
+# the associative arrays named MAXS and MAXG: each side at 50 % of its own
+# max, then both at the same offered rate (50 % of the slower side's max).
+open_tables() {
+  local part=$1 title=$2 how=$3
+  local -n mxs=$4 mxg=$5
+  local mode size c rs rg s g
+  for mode in own same; do
+    {
+      echo
+      if [ $mode = own ]; then
+        echo "### ($part) $title at 50 % of their own max (open loop, $how)"
+      else
+        echo "### ($part) $title at the same offered rate: 50 % of the slower one's max (open loop, $how)"
+      fi
+      echo
+      echo "| size | conns | sluice rate (done/s) | sluice p50 / p99 / p99.9 | gRPC rate (done/s) | gRPC p50 / p99 / p99.9 | p99 ratio | err s/g |"
+      echo "|---|---|---|---|---|---|---|---|"
+    } >>"$res"
+    for size in 64 4096; do
+      for c in 1 8; do
+        rs=$(half "${mxs[$size.$c]}")
+        rg=$(half "${mxg[$size.$c]}")
+        if [ $mode = same ]; then
+          [ "$rs" -lt "$rg" ] && rg=$rs || rs=$rg
+        fi
+        if [ "$rs" -lt 1 ] || [ "$rg" -lt 1 ]; then
+          echo "| $size | $c | - | - | - | - | - | no closed-loop max |" >>"$res"
+          continue
+        fi
+        log "($part) open loop ($mode rate), $size B, $c conn: sluice at $rs/s"
+        if [ $part = a ]; then s=$(run_sbench "$port_sluice" $size $c "$rs"); else s=$(run_client "$s_client" "$port_sluice" $size $c "$rs"); fi
+        log "    $s"
+        log "($part) open loop ($mode rate), $size B, $c conn: gRPC at $rg/s"
+        if [ $part = a ]; then g=$(run_sbench "$port_grpc" $size $c "$rg"); else g=$(run_client "$g_client" "$port_sluice" $size $c "$rg"); fi
+        log "    $g"
+        echo "| $size | $c | $rs ($(f "$s" 1)) | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $rg ($(f "$g" 1)) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(ratio "$(f "$s" 3)" "$(f "$g" 3)") | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+      done
+    done
+  done
+}
 
 start_server sluice "$s_server"
 start_server grpc "$g_server"
@@ -211,10 +269,15 @@ res=$tmp/results.md
   echo "gRPC C++ $(pkg-config --modversion grpc++ 2>/dev/null || echo '?'), $(h2load --version 2>/dev/null | head -1 || echo 'no h2load');"
   echo "$pin_note. Closed loop: $conc calls outstanding in total over the"
   echo "connections; open loop: 50 % of the closed-loop max of that server"
-  echo "(or client), latency from each call's intended start. Latency in us."
+  echo "(or client), or the same rate for both, latency from each call's"
+  echo "intended start. Latency in us."
   echo "Ratios are sluice / gRPC (throughput: higher is better for sluice;"
   echo "p99: lower is better for sluice). err counts failed, unfinished or"
-  echo "missed calls. In the open-loop tables \"done/s\" is the rate of calls"
+  echo "missed calls. CPU us/call: the server's (a) or the client's (b) user +"
+  echo "system CPU time over the cell (warm-up included) per completed call:"
+  echo "when the load generator, not the server, limits the rate (the server"
+  echo "core is not saturated), this is the fairer cost comparison."
+  echo "In the open-loop tables \"done/s\" is the rate of calls"
   echo "completed in the window: below the offered rate, the side could not"
   echo "keep up and its latencies are queueing (overload), not service time."
   echo "Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything well above"
@@ -227,8 +290,8 @@ declare -A max_s max_g
   echo
   echo "### (a) Servers: the same load generator, sluice server vs gRPC C++ server (closed loop)"
   echo
-  echo "| generator | size | conns | sluice calls/s | gRPC calls/s | ratio | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| generator | size | conns | sluice calls/s | gRPC calls/s | ratio | server CPU us/call s / g | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 } >>"$res"
 gens=()
 [ $have_h2load = 1 ] && gens+=(h2load)
@@ -237,42 +300,25 @@ for gen in "${gens[@]}"; do
   for size in 64 4096; do
     for c in 1 8; do
       log "(a) $gen, $size B, $c conn: sluice server"
+      t0=$(ticks "$pid_sluice")
       if [ "$gen" = h2load ]; then s=$(run_h2load "$port_sluice" $size $c); else s=$(run_sbench "$port_sluice" $size $c); fi
-      log "    $s"
+      cs=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_sluice")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$s" 1)")
+      log "    $s, server CPU $cs us/call"
       log "(a) $gen, $size B, $c conn: gRPC server"
+      t0=$(ticks "$pid_grpc")
       if [ "$gen" = h2load ]; then g=$(run_h2load "$port_grpc" $size $c); else g=$(run_sbench "$port_grpc" $size $c); fi
-      log "    $g"
+      cg=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_grpc")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$g" 1)")
+      log "    $g, server CPU $cg us/call"
       if [ "$gen" = sluice-bench ]; then max_s[$size.$c]=$(f "$s" 1); max_g[$size.$c]=$(f "$g" 1); fi
-      echo "| $gen | $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+      echo "| $gen | $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $cs / $cg | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
     done
   done
 done
 
-{
-  echo
-  echo "### (a) Servers at 50 % of their own max (open loop, sluice-bench --rate)"
-  echo
-} >>"$res"
 if [ $have_sbench = 1 ]; then
-  {
-    echo "| size | conns | sluice rate (done/s) | sluice p50 / p99 / p99.9 | gRPC rate (done/s) | gRPC p50 / p99 / p99.9 | p99 ratio | err s/g |"
-    echo "|---|---|---|---|---|---|---|---|"
-  } >>"$res"
-  for size in 64 4096; do
-    for c in 1 8; do
-      rs=$(half "${max_s[$size.$c]}")
-      rg=$(half "${max_g[$size.$c]}")
-      log "(a) open loop, $size B, $c conn: sluice server at $rs/s"
-      s=$(run_sbench "$port_sluice" $size $c "$rs")
-      log "    $s"
-      log "(a) open loop, $size B, $c conn: gRPC server at $rg/s"
-      g=$(run_sbench "$port_grpc" $size $c "$rg")
-      log "    $g"
-      echo "| $size | $c | $rs ($(f "$s" 1)) | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $rg ($(f "$g" 1)) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(ratio "$(f "$s" 3)" "$(f "$g" 3)") | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
-    done
-  done
+  open_tables a "Servers" "sluice-bench --rate" max_s max_g
 else
-  echo "Skipped: needs build/tools/sluice-bench." >>"$res"
+  printf '\n### (a) Servers, open loop\n\nSkipped: needs build/tools/sluice-bench --rate.\n' >>"$res"
 fi
 
 # ---- (b) clients, against sluice's echo_server
@@ -281,8 +327,8 @@ declare -A cmax_s cmax_g
   echo
   echo "### (b) Clients: sluice client vs gRPC C++ client, both against the sluice echo_server (closed loop)"
   echo
-  echo "| size | conns | sluice client calls/s | gRPC client calls/s | ratio | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| size | conns | sluice client calls/s | gRPC client calls/s | ratio | client CPU us/call s / g | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+  echo "|---|---|---|---|---|---|---|---|---|"
 } >>"$res"
 for size in 64 4096; do
   for c in 1 8; do
@@ -294,31 +340,10 @@ for size in 64 4096; do
     log "    $g"
     cmax_s[$size.$c]=$(f "$s" 1)
     cmax_g[$size.$c]=$(f "$g" 1)
-    echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+    echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $(per_call "$(f "$s" 6)" "$(f "$s" 1)") / $(per_call "$(f "$g" 6)" "$(f "$g" 1)") | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
   done
 done
-{
-  echo
-  echo "### (b) Clients at 50 % of their own max (open loop, the clients' --rate)"
-  echo
-  echo "| size | conns | sluice rate (done/s) | sluice p50 / p99 / p99.9 | gRPC rate (done/s) | gRPC p50 / p99 / p99.9 | p99 ratio | err s/g |"
-  echo "|---|---|---|---|---|---|---|---|"
-} >>"$res"
-for size in 64 4096; do
-  for c in 1 8; do
-    rs=$(half "${cmax_s[$size.$c]}")
-    rg=$(half "${cmax_g[$size.$c]}")
-    log "(b) open loop, $size B, $c conn: sluice client at $rs/s"
-    s=$(run_client "$s_client" "$port_sluice" $size $c "$rs")
-    log "    $s"
-    log "(b) open loop, $size B, $c conn: gRPC client at $rg/s"
-    g=$(run_client "$g_client" "$port_sluice" $size $c "$rg")
-    log "    $g"
-    echo "| $size | $c | $rs ($(f "$s" 1)) | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $rg ($(f "$g" 1)) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(ratio "$(f "$s" 3)" "$(f "$g" 3)") | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
-  done
-done
-
-notes+=("Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg).")
+open_tables b "Clients" "the clients' --rate, against the sluice echo_server" cmax_s cmax_g
 if [ ${#notes[@]} -gt 0 ]; then
   {
     echo
