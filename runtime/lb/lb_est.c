@@ -231,6 +231,16 @@ int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
   /* Refuse only on evidence: a few successful calls measured. */
   if (d->est.samples < SLUICE__LB_MIN_SAMPLES)
     return 1;
-  uint64_t want = expected(&d->est, (int)path_of(call));
+  uint32_t p = path_of(call);
+  uint64_t want = expected(&d->est, (int)p);
+  if (d->est.in_flight == 0) {
+    /* Idle: nothing to wait behind, so only the no-load latency counts.
+     * Judging an idle destination by an average raised in a past spike
+     * would refuse every call for good (only answered calls move it): the
+     * lock-out found by examples/testbed/repro_deadline_lockout.sh. */
+    double min = d->est.path_lat_min_ns[p] > 0 ? d->est.path_lat_min_ns[p]
+                                               : d->est.lat_min_ns;
+    want = min > 0 ? (uint64_t)min : 0;
+  }
   return want == 0 || call->deadline_ns - now >= want;
 }

@@ -329,8 +329,9 @@ static void deadline_refused(void **state) {
          (unsigned long long)s->flow[1].offered,
          (unsigned long long)s->flow[1].dropped[SLUICE__LB_DEADLINE],
          (unsigned long long)s->flow[1].deadline);
-  assert_true(s->flow[1].dropped[SLUICE__LB_DEADLINE] >=
-              s->flow[1].offered - 1);
+  /* Refused up front, but for the few that found it idle (probes). */
+  assert_true(s->flow[1].dropped[SLUICE__LB_DEADLINE] + 5 >=
+              s->flow[1].offered);
   assert_int_equal(s->flow[0].dropped[SLUICE__LB_DEADLINE], 0);
   lb_sim_free(s);
 }
