@@ -20,7 +20,7 @@
 #                        [--concurrency N] [--out FILE] [--no-pin]
 #
 # Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
-# docs/results/compare-<date>.md. 64 cells: ~7 min at 5 s, ~4.5 min at
+# docs/results/compare-<date>.md. 64 cells: ~6 min at 5 s, ~3.5 min at
 # 3 s. Progress on stderr; the markdown tables (ratios are sluice /
 # gRPC) on stdout and in the out file.
 #
@@ -344,6 +344,7 @@ for size in 64 4096; do
   done
 done
 open_tables b "Clients" "the clients' --rate, against the sluice echo_server" cmax_s cmax_g
+notes+=("Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg) (the run itself adds about 2).")
 if [ ${#notes[@]} -gt 0 ]; then
   {
     echo
