@@ -73,8 +73,8 @@ int sluice_channel_opts_set_lb(sluice_channel_opts *o, const char *name);
  * their limits): at most max_len calls wait, each at most max_wait_ms, for
  * a destination to admit them; beyond that they are dropped locally with
  * RESOURCE_EXHAUSTED. Default max_len 0: drop at once, without any I/O. */
-int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o,
-                                       uint32_t max_len, uint32_t max_wait_ms);
+int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o, uint32_t max_len,
+                                       uint32_t max_wait_ms);
 
 /* ---- channel */
 
@@ -195,22 +195,22 @@ typedef struct sluice_dest_stats {
   const char *lb_state;   /* the strategy's state ("normal", "T-low/C-mid"
                              ...; static) */
   uint32_t in_flight;
-  double limit;           /* admission limit (0 = none) */
-  double adaptive_limit;  /* the measured (gradient) concurrency limit */
-  double rate;            /* completions per second */
-  double rate_bytes;      /* bytes per second (requests + responses) */
+  double limit;          /* admission limit (0 = none) */
+  double adaptive_limit; /* the measured (gradient) concurrency limit */
+  double rate;           /* completions per second */
+  double rate_bytes;     /* bytes per second (requests + responses) */
   double latency_min_us, latency_ewma_us;
   double peer_utilization; /* the server's last load report; < 0 none */
   uint64_t sent, ok, failed;
   uint64_t p50_us, p99_us, p999_us; /* completed calls' latency */
-  double algo_ns;         /* mean time of the pick decision */
-  double strategy_us;     /* mean time from the decision until the request
-                             was handed to HTTP/2 */
+  double algo_ns;                   /* mean time of the pick decision */
+  double strategy_us; /* mean time from the decision until the request
+                         was handed to HTTP/2 */
 } sluice_dest_stats;
 
 /* A channel. */
 typedef struct sluice_channel_stats {
-  const char *lb; /* strategy name (static) */
+  const char *lb;               /* strategy name (static) */
   uint64_t dropped_unavailable; /* nothing connected */
   uint64_t dropped_limit;       /* every destination at its limit */
   uint64_t dropped_path_limit;  /* ... at its limit for the call's path */

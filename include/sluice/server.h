@@ -140,8 +140,8 @@ int sluice_server_opts_set_load_report(sluice_server_opts *o, int on);
  * report costs about 90 bytes per response (kept out of the HPACK table:
  * its value changes) and some CPU, and every response was ~10-15 % of
  * small-message throughput; one per 10 ms keeps the signal fresh for a
- * client's load balancer at no measurable cost. Returns 0 or SLUICE_ERR_INVALID_ARG (above one
- * hour). */
+ * client's load balancer at no measurable cost. Returns 0 or
+ * SLUICE_ERR_INVALID_ARG (above one hour). */
 int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
                                                 uint32_t ms);
 

@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 #define SLUICE__HIST_SUB_BITS 5 /* 32 sub-buckets per power of two */
-#define SLUICE__HIST_BUCKETS ((40 - SLUICE__HIST_SUB_BITS + 1) << SLUICE__HIST_SUB_BITS)
+#define SLUICE__HIST_BUCKETS                                                   \
+  ((40 - SLUICE__HIST_SUB_BITS + 1) << SLUICE__HIST_SUB_BITS)
 
 typedef struct sluice__histogram {
   uint64_t counts[SLUICE__HIST_BUCKETS];

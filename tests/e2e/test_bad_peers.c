@@ -152,8 +152,8 @@ static void raw_request_enc(raw_h2 *r, int port, const char *path,
                       NV("te", "trailers"),
                       NV("grpc-encoding", (encoding ? encoding : ""))};
   nghttp2_data_provider dp = {.source.ptr = r, .read_callback = body_cb};
-  assert_true(nghttp2_submit_request(r->s, NULL, nva, encoding ? 7 : 6, &dp,
-                                     NULL) > 0);
+  assert_true(
+      nghttp2_submit_request(r->s, NULL, nva, encoding ? 7 : 6, &dp, NULL) > 0);
   uint64_t end = e2e_now_ms() + E2E_HANG_MS;
   while (!r->closed && e2e_now_ms() < end) {
     if (nghttp2_session_send(r->s) != 0)
@@ -241,8 +241,8 @@ static void test_unknown_or_corrupt_encoding(void **state) {
   e2e_server *s = *state;
   raw_h2 r;
   const uint8_t body[] = {1, 0, 0, 0, 3, 'a', 'b', 'c'};
-  raw_request_enc(&r, s->port, "/e2e.Echo/Echo", "application/grpc",
-                  "snappy", body, sizeof body);
+  raw_request_enc(&r, s->port, "/e2e.Echo/Echo", "application/grpc", "snappy",
+                  body, sizeof body);
   assert_int_equal(r.http_status, 200);
   assert_int_equal(r.grpc_status, SLUICE_STATUS_UNIMPLEMENTED);
   raw_request_enc(&r, s->port, "/e2e.Echo/Echo", "application/grpc", "gzip",
