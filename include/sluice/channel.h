@@ -222,7 +222,9 @@ typedef struct sluice_channel_stats {
 } sluice_channel_stats;
 
 /* Fills *out with a snapshot (taken on the channel's loop; blocks the
- * caller briefly when called from another thread). Free with
+ * caller briefly when called from another thread — for a channel on a
+ * user's loop, call it on that loop's thread or while the loop runs, or it
+ * waits for the loop). Free with
  * sluice_channel_stats_clear(). Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_NOMEM. */
 int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out);
