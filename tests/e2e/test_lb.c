@@ -388,9 +388,11 @@ static void test_overload(void **state) {
   assert_true(btc.exhausted > 0);
   assert_true(bcc.p99_ms * 2 < rr.p99_ms);
   assert_true(btc.p99_ms * 2 < rr.p99_ms);
-  /* Early drops answer without waiting for anything (bounded here by the
-   * call's own deadline, never reached). */
-  assert_true(btc.drop_max_us < 10000u * 1000u);
+  /* Early drops answer without waiting for anything: far below the calls'
+   * 10 s deadline (1 s leaves room for a loaded test machine; they take
+   * microseconds to a few ms). */
+  assert_true(btc.drop_max_us < 1000u * 1000u);
+  assert_true(bcc.drop_max_us < 1000u * 1000u);
 }
 
 /* A destination dies: it is avoided, its calls fail UNAVAILABLE; it comes
