@@ -447,7 +447,7 @@ static int queue_message(sluice__ccall *c, const ProtobufCMessage *msg,
   if (rv != 0)
     return rv;
   int deferred;
-  rv = sluice__sendq_push(&c->sendq, buf, len, &deferred);
+  rv = sluice__sendq_push(&c->sendq, buf, len, 0, &deferred);
   if (rv != 0) {
     free(buf);
     return rv;

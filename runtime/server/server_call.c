@@ -599,18 +599,7 @@ static int queue_response(sluice_server_call *call, const ProtobufCMessage *msg,
   if (rv != 0)
     return rv;
   int deferred;
-  size_t saved = call->sendq.bound;
-  if (force) {
-    uv_mutex_lock(&call->sendq.mu);
-    call->sendq.bound = 0;
-    uv_mutex_unlock(&call->sendq.mu);
-  }
-  rv = sluice__sendq_push(&call->sendq, buf, len, &deferred);
-  if (force) {
-    uv_mutex_lock(&call->sendq.mu);
-    call->sendq.bound = saved;
-    uv_mutex_unlock(&call->sendq.mu);
-  }
+  rv = sluice__sendq_push(&call->sendq, buf, len, force, &deferred);
   if (rv != 0) {
     free(buf);
     return rv;

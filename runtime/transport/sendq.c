@@ -35,47 +35,54 @@ void sluice__sendq_destroy(sluice__sendq *q) {
   uv_mutex_destroy(&q->mu);
 }
 
-int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
+int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len, int force,
                        int *was_deferred) {
   *was_deferred = 0;
-  /* Only the first push may use the embedded node; pushes race only with
-   * the loop's reads, never with each other on a unary call, but take the
-   * node under the lock all the same. */
+  sluice__sendbuf *spare = NULL; /* a node allocated outside the lock */
   uv_mutex_lock(&q->mu);
-  int use_first = !q->first_used;
-  q->first_used = 1;
-  uv_mutex_unlock(&q->mu);
-  sluice__sendbuf *b = use_first ? &q->first : malloc(sizeof *b);
-  if (!b)
-    return SLUICE_ERR_NOMEM;
+  for (;;) {
+    if (q->closed) {
+      uv_mutex_unlock(&q->mu);
+      free(spare);
+      return SLUICE_ERR_STATE;
+    }
+    if (!force && q->bound && q->queued >= q->bound) {
+      q->want_ready = 1;
+      uv_mutex_unlock(&q->mu);
+      free(spare);
+      return SLUICE_ERR_FULL;
+    }
+    if (!q->first_used || spare)
+      break;
+    /* Only the first message's node is embedded (a unary call takes the
+     * lock once); later ones are allocated without holding it. */
+    uv_mutex_unlock(&q->mu);
+    if (!(spare = malloc(sizeof *spare)))
+      return SLUICE_ERR_NOMEM;
+    uv_mutex_lock(&q->mu);
+  }
+  sluice__sendbuf *b = spare;
+  if (!q->first_used) {
+    q->first_used = 1;
+    b = &q->first;
+  }
   b->next = NULL;
   b->data = data;
   b->len = len;
   b->sent = 0;
-  uv_mutex_lock(&q->mu);
-  int rv = 0;
-  if (q->closed) {
-    rv = SLUICE_ERR_STATE;
-  } else if (q->bound && q->queued >= q->bound) {
-    q->want_ready = 1;
-    rv = SLUICE_ERR_FULL;
-  } else {
-    if (q->tail)
-      q->tail->next = b;
-    else
-      q->head = b;
-    q->tail = b;
-    q->queued += len;
-    q->n_pushed++;
-    *was_deferred = q->deferred;
-    q->deferred = 0;
-  }
-  if (rv != 0 && b == &q->first)
-    q->first_used = 0;
+  if (q->tail)
+    q->tail->next = b;
+  else
+    q->head = b;
+  q->tail = b;
+  q->queued += len;
+  q->n_pushed++;
+  *was_deferred = q->deferred;
+  q->deferred = 0;
   uv_mutex_unlock(&q->mu);
-  if (rv != 0 && b != &q->first)
-    free(b);
-  return rv;
+  if (b != spare)
+    free(spare); /* the first node came free while we allocated */
+  return 0;
 }
 
 int sluice__sendq_close(sluice__sendq *q, int *was_deferred) {

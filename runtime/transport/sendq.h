@@ -54,10 +54,12 @@ int sluice__sendq_rewind(sluice__sendq *q);
 void sluice__sendq_destroy(sluice__sendq *q);
 
 /* Appends data (len bytes, malloc'd; ownership passes to the queue on 0).
- * Returns 0, SLUICE_ERR_FULL (queue at bound; want_ready set) or
- * SLUICE_ERR_STATE (closed). *was_deferred tells whether the data provider
- * must be resumed. */
-int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len,
+ * force skips the bound (a server's last message, handed to finish, must
+ * not be refused). Returns 0, SLUICE_ERR_FULL (queue at bound; want_ready
+ * set), SLUICE_ERR_STATE (closed) or SLUICE_ERR_NOMEM. *was_deferred tells
+ * whether the data provider must be resumed. The common case (the first
+ * message) takes the lock once and allocates nothing. */
+int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len, int force,
                        int *was_deferred);
 
 /* Marks the end of the messages. Returns 0 or SLUICE_ERR_STATE if already
