@@ -325,17 +325,29 @@ static int ensure_views(sluice_channel *ch) {
   return 0;
 }
 
-/* Asks the strategy where c may go. Returns PICKED with *out set, or why
- * not. */
-static sluice__lb_verdict decide(sluice_channel *ch, sluice__ccall *c,
-                                 sluice__dest **out) {
+/* Once per dispatch pass (destination states do not change within one):
+ * connects idle destinations, as gRPC's round_robin keeps every one
+ * connected (a strategy may pick any, and one that came back must be
+ * found), and refreshes the strategy's view. Per call, decide() then costs
+ * only the strategy's own pick. Returns 0, or -1 without memory. */
+static int refresh_dests(sluice_channel *ch) {
+  for (size_t i = 0; i < ch->n_dests; i++)
+    if (ch->dests[i]->state == SLUICE__DEST_IDLE)
+      sluice__dest_connect(ch->dests[i]);
   if (ensure_views(ch) != 0)
-    return SLUICE__LB_NONE;
+    return -1;
   for (size_t i = 0; i < ch->n_dests; i++) {
     sluice__dest *d = ch->dests[i];
     d->lb.usable = d->state == SLUICE__DEST_READY && d->conn != NULL;
     ch->lb_views[i] = &d->lb;
   }
+  return 0;
+}
+
+/* Asks the strategy where c may go (views refreshed by refresh_dests).
+ * Returns PICKED with *out set, or why not; *now is the decision's end. */
+static sluice__lb_verdict decide(sluice_channel *ch, sluice__ccall *c,
+                                 sluice__dest **out, uint64_t *now) {
   uint64_t t0 = sluice_now_ns();
   if (!c->pick_ns)
     c->pick_ns = t0;
@@ -343,6 +355,7 @@ static sluice__lb_verdict decide(sluice_channel *ch, sluice__ccall *c,
   sluice__lb_verdict v =
       sluice__lb_pick(&ch->lb, ch->lb_views, ch->n_dests, &c->lbc, t0, &idx);
   uint64_t t1 = sluice_now_ns();
+  *now = t1;
   if (v == SLUICE__LB_PICKED) {
     *out = ch->dests[idx];
     (*out)->lb.stats.algo_ns_sum += t1 - t0;
@@ -356,7 +369,8 @@ static sluice__lb_verdict decide(sluice_channel *ch, sluice__ccall *c,
  * admission refusal it is dropped, or moved to the wait queue. */
 static int try_dispatch(sluice_channel *ch, sluice__ccall *c) {
   sluice__dest *d = NULL;
-  sluice__lb_verdict v = decide(ch, c, &d);
+  uint64_t now = 0;
+  sluice__lb_verdict v = decide(ch, c, &d, &now);
   if (v == SLUICE__LB_NONE)
     return 0;
   if (v == SLUICE__LB_PICKED) {
@@ -367,7 +381,6 @@ static int try_dispatch(sluice_channel *ch, sluice__ccall *c) {
       c->wait_since = 0;
       ch->n_waiting--;
     }
-    uint64_t now = sluice_now_ns();
     int rv = sluice__cconn_submit(d->conn, c);
     if (rv != 0) {
       c->state = SLUICE__CALL_PENDING;
@@ -382,7 +395,6 @@ static int try_dispatch(sluice_channel *ch, sluice__ccall *c) {
     return 1;
   }
   /* Refused by every destination. Wait (bounded), or drop now. */
-  uint64_t now = sluice_now_ns();
   if (c->wait_since) {
     if (now - c->wait_since < (uint64_t)ch->opts.wait_max_ms * 1000000u)
       return 0;
@@ -494,14 +506,11 @@ void sluice__channel_dispatch(sluice_channel *ch) {
       set_addresses(ch, ch->target.addrs, ch->target.n_addrs);
     }
   }
-  /* Keep every destination connected, as gRPC's round_robin does: a
-   * strategy may pick any of them, and one that came back must be found. */
-  for (size_t i = 0; i < ch->n_dests; i++)
-    if (ch->dests[i]->state == SLUICE__DEST_IDLE)
-      sluice__dest_connect(ch->dests[i]);
   /* The oldest waiters first, then new calls. */
-  run_queue(ch, &ch->waiting);
-  run_queue(ch, &ch->pending);
+  if (refresh_dests(ch) == 0) {
+    run_queue(ch, &ch->waiting);
+    run_queue(ch, &ch->pending);
+  }
   wait_timer_update(ch);
   if (sluice__link_empty(&ch->pending))
     return;
