@@ -265,7 +265,7 @@ static sluice__ccall *of_task(sluice__task *t, size_t off) {
 
 static void kick_on_loop(sluice__task *t) {
   sluice__ccall *c = of_task(t, offsetof(sluice__ccall, kick_task));
-  __atomic_store_n(&c->kick_posted, 0, __ATOMIC_RELEASE);
+  sluice__loop_posted_clear(&c->kick_posted);
   if (c->state == SLUICE__CALL_ACTIVE && c->conn) {
     nghttp2_session_resume_data(c->conn->conn.session, c->stream_id);
     sluice__conn_want_write(&c->conn->conn);
@@ -273,8 +273,7 @@ static void kick_on_loop(sluice__task *t) {
 }
 
 static void kick(sluice__ccall *c) {
-  if (!__atomic_exchange_n(&c->kick_posted, 1, __ATOMIC_ACQ_REL))
-    sluice__loop_post(c->ch->loop, &c->kick_task);
+  sluice__loop_post_once(c->ch->loop, &c->kick_task, &c->kick_posted);
 }
 
 static void ready_on_loop(sluice__task *t) {
@@ -316,7 +315,7 @@ static void drain_held(sluice__ccall *c) {
 
 static void resume_on_loop(sluice__task *t) {
   sluice__ccall *c = of_task(t, offsetof(sluice__ccall, resume_task));
-  __atomic_store_n(&c->resume_posted, 0, __ATOMIC_RELEASE);
+  sluice__loop_posted_clear(&c->resume_posted);
   c->recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
   if (c->state != SLUICE__CALL_DONE && !c->recv.paused)
     drain_held(c);
@@ -572,8 +571,7 @@ int sluice_call_set_recv_paused(sluice_call *c, int paused) {
   __atomic_store_n(&c->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
   if (paused && sluice__loop_on_thread(c->ch->loop))
     c->recv.paused = 1; /* at once: no further message in this callback */
-  if (!__atomic_exchange_n(&c->resume_posted, 1, __ATOMIC_ACQ_REL))
-    sluice__loop_post(c->ch->loop, &c->resume_task);
+  sluice__loop_post_once(c->ch->loop, &c->resume_task, &c->resume_posted);
   return 0;
 }
 

@@ -41,6 +41,19 @@ int sluice__loop_on_thread(const sluice__loop *l);
  */
 void sluice__loop_post(sluice__loop *l, sluice__task *t);
 
+/* Posts t from any thread unless it is already posted: *posted (an int
+ * beside the task) guards it across threads, where t->queued cannot. The
+ * task's fn calls sluice__loop_posted_clear(posted) first, so a post made
+ * while it runs queues it again. */
+static inline void sluice__loop_post_once(sluice__loop *l, sluice__task *t,
+                                          int *posted) {
+  if (!__atomic_exchange_n(posted, 1, __ATOMIC_ACQ_REL))
+    sluice__loop_post(l, t);
+}
+static inline void sluice__loop_posted_clear(int *posted) {
+  __atomic_store_n(posted, 0, __ATOMIC_RELEASE);
+}
+
 /* Runs t->fn(t) before the loop next polls for I/O; loop thread only. A task
  * already queued is not queued twice. */
 void sluice__loop_defer(sluice__loop *l, sluice__task *t);

@@ -518,14 +518,13 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
 
 static void on_kick_task(sluice__task *t) {
   sluice_server_call *call = CALL_OF(kick_task, t);
-  __atomic_store_n(&call->kick_posted, 0, __ATOMIC_RELEASE);
+  sluice__loop_posted_clear(&call->kick_posted);
   if (!call->responded)
     push_out(call);
 }
 
 static void kick(sluice_server_call *call) {
-  if (!__atomic_exchange_n(&call->kick_posted, 1, __ATOMIC_ACQ_REL))
-    sluice__loop_post(call->sl->loop, &call->kick_task);
+  sluice__loop_post_once(call->sl->loop, &call->kick_task, &call->kick_posted);
 }
 
 static void on_ready_task(sluice__task *t) {
@@ -536,7 +535,7 @@ static void on_ready_task(sluice__task *t) {
 
 static void on_resume_task(sluice__task *t) {
   sluice_server_call *call = CALL_OF(resume_task, t);
-  __atomic_store_n(&call->resume_posted, 0, __ATOMIC_RELEASE);
+  sluice__loop_posted_clear(&call->resume_posted);
   if (!call->handlers_set) {
     /* handlers_set is published before the post, so this is a pause
      * change before set_handlers; stay held. */
@@ -563,8 +562,8 @@ static void on_resume_task(sluice__task *t) {
 }
 
 static void post_resume(sluice_server_call *call) {
-  if (!__atomic_exchange_n(&call->resume_posted, 1, __ATOMIC_ACQ_REL))
-    sluice__loop_post(call->sl->loop, &call->resume_task);
+  sluice__loop_post_once(call->sl->loop, &call->resume_task,
+                         &call->resume_posted);
 }
 
 /* ---- finishing, from any thread */
