@@ -54,7 +54,11 @@ static void ccall_free(sluice__ccall *c) {
   sluice__recv_reset(&c->recv);
   if (c->resp)
     protobuf_c_message_free_unpacked(c->resp, NULL);
-  free(c);
+  /* Cached before live_calls drops: the channel may be freed right after. */
+  if (sluice__loop_on_thread(ch->loop))
+    sluice__objcache_put(&ch->call_cache, c);
+  else
+    free(c);
   __atomic_sub_fetch(&ch->live_calls, 1, __ATOMIC_RELAXED);
   sluice__channel_maybe_free(ch);
 }
@@ -352,7 +356,10 @@ static void request_fail(sluice__ccall *c, sluice_status_code code,
  */
 static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
                                 const sluice_call_opts *opts) {
-  sluice__ccall *c = calloc(1, sizeof *c);
+  /* Calls started on the loop thread reuse freed ones (objcache.h). */
+  sluice__ccall *c = sluice__loop_on_thread(ch->loop)
+                         ? sluice__objcache_get(&ch->call_cache)
+                         : calloc(1, sizeof *c);
   if (!c)
     return NULL;
   size_t bound = opts && opts->send_buffer ? opts->send_buffer

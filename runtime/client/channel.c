@@ -582,6 +582,7 @@ int sluice_channel_new(sluice_channel **out, const char *target,
            SLUICE_VERSION);
   sluice__link_init(&ch->pending);
   sluice__link_init(&ch->waiting);
+  sluice__objcache_init(&ch->call_cache, sizeof(sluice__ccall), 128);
   sluice__lb_init(&ch->lb, ch->opts.lb ? ch->opts.lb : &sluice__lb_btc, NULL);
   int rv = sluice__loop_new(&ch->loop, ch->opts.loop);
   if (rv != 0) {
@@ -612,6 +613,7 @@ void sluice__channel_maybe_free(sluice_channel *ch) {
       ch->wait_timer_open || ch->live_dests != 0 ||
       __atomic_load_n(&ch->live_calls, __ATOMIC_RELAXED) != 0)
     return;
+  sluice__objcache_drain(&ch->call_cache);
   free(ch->dests);
   free(ch->lb_views);
   free(ch->authority);

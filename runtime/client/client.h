@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "core/objcache.h"
 #include "lb/lb.h"
 #include "sluice/call.h"
 #include "sluice/channel.h"
@@ -170,6 +171,9 @@ struct sluice_channel {
   sluice__link pending;
   sluice__link waiting; /* admitted by no destination: the wait queue */
   size_t n_waiting;
+  /* freed call objects, reused by calls started on the loop thread (a
+   * closed loop, a handler forwarding); loop thread only */
+  sluice__objcache call_cache;
   uv_timer_t wait_timer;
   int wait_timer_open, wait_timer_on;
   sluice__lb lb;

@@ -456,6 +456,7 @@ int sluice_server_start(sluice_server *srv) {
   for (unsigned i = 0; i < n; i++) {
     sluice__sloop *sl = &srv->loops[i];
     sl->srv = srv;
+    sluice__objcache_init(&sl->call_cache, sizeof(sluice_server_call), 128);
     int rv = sluice__loop_new(&sl->loop, NULL);
     if (rv != 0) {
       srv->n_loops = i;
@@ -542,8 +543,10 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   uv_mutex_unlock(&srv->mu);
   /* Cancel what is left and stop each loop (joins its thread). Loop 0 last:
    * it owns the listeners. */
-  for (unsigned i = srv->n_loops; i-- > 0;)
+  for (unsigned i = srv->n_loops; i-- > 0;) {
     sluice__loop_del(srv->loops[i].loop, force_loop, &srv->loops[i]);
+    sluice__objcache_drain(&srv->loops[i].call_cache);
+  }
   for (size_t i = 0; i < srv->n_listeners; i++)
     if (srv->listeners[i].fd >= 0) {
       close(srv->listeners[i].fd);

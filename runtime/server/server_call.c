@@ -35,16 +35,17 @@ static int streams_responses(const sluice_server_call *call) {
 }
 
 sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
-  sluice_server_call *call = calloc(1, sizeof *call);
+  /* On the loop thread: recycled from the loop's cache (see objcache.h). */
+  sluice_server_call *call = sluice__objcache_get(&sc->sl->call_cache);
   if (!call)
     return NULL;
   if (sluice_metadata_new(&call->md) != 0) {
-    free(call);
+    sluice__objcache_put(&sc->sl->call_cache, call);
     return NULL;
   }
   if (sluice__sendq_init(&call->sendq, sc->sl->srv->opts.send_buffer) != 0) {
     sluice_metadata_del(call->md);
-    free(call);
+    sluice__objcache_put(&sc->sl->call_cache, call);
     return NULL;
   }
   call->sc = sc;
@@ -57,7 +58,10 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   call->kick_task.fn = on_kick_task;
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
-  snprintf(call->peer, sizeof call->peer, "%s", sc->conn.peer);
+  /* strnlen + memcpy: snprintf here cost more than the rest of setup. */
+  size_t pl = strnlen(sc->conn.peer, sizeof call->peer - 1);
+  memcpy(call->peer, sc->conn.peer, pl);
+  call->peer[pl] = '\0';
   if (sc->peer_identity)
     call->peer_identity = strdup(sc->peer_identity);
   call->next = sc->calls;
@@ -76,7 +80,8 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  free(call->path);
+  if (call->path != call->path_buf)
+    free(call->path);
   free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
@@ -87,7 +92,10 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice__recv_reset(&call->recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
-  free(call);
+  if (on_loop)
+    sluice__objcache_put(&call->sl->call_cache, call);
+  else
+    free(call);
 }
 
 void sluice__scall_unref(sluice_server_call *call) {

@@ -40,8 +40,15 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   const char *n = (const char *)name;
   const char *v = (const char *)value;
   if (IS(":path")) {
-    free(call->path);
-    call->path = strndup(v, vlen);
+    if (call->path != call->path_buf)
+      free(call->path);
+    if (vlen < sizeof call->path_buf) {
+      memcpy(call->path_buf, v, vlen);
+      call->path_buf[vlen] = '\0';
+      call->path = call->path_buf;
+    } else {
+      call->path = strndup(v, vlen);
+    }
   } else if (IS(":method")) {
     call->bad_method = !(vlen == 4 && memcmp(v, "POST", 4) == 0);
   } else if (IS("content-type")) {

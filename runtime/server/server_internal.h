@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/loop.h"
+#include "core/objcache.h"
 #include "sluice/server.h"
 #include "transport/conn.h"
 #include "transport/recv.h"
@@ -80,6 +81,7 @@ struct sluice__sloop {
   uv_timer_t codel_timer;
   int codel_timer_open;
   int closing; /* the loop is being torn down: admit nothing more */
+  sluice__objcache call_cache; /* freed call objects (loop thread only) */
 };
 
 struct sluice_server {
@@ -139,7 +141,8 @@ struct sluice_server_call {
   int32_t stream_id;
   const sluice__route *route;
   /* request */
-  char *path;
+  char *path; /* path_buf, or strndup'd when longer */
+  char path_buf[96];
   int bad_method, bad_content_type;
   int have_te;
   uint64_t deadline_ns;

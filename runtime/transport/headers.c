@@ -7,7 +7,12 @@
 #include "wire/metadata_rules.h"
 
 void sluice__nvs_init(sluice__nvs *h) {
-  memset(h, 0, sizeof *h);
+  /* The inline array is not cleared: entries are written before use, and
+   * zeroing 640 bytes twice per call showed in profiles. */
+  h->n = 0;
+  h->b64[0] = h->b64[1] = NULL;
+  h->n_b64 = 0;
+  h->failed = 0;
   h->nv = h->inline_nv;
   h->cap = sizeof h->inline_nv / sizeof h->inline_nv[0];
 }

@@ -11,37 +11,61 @@
 int sluice_metadata_new(sluice_metadata **out) {
   if (out == NULL)
     return SLUICE_ERR_INVALID_ARG;
-  sluice_metadata *md = calloc(1, sizeof *md);
+  /* Not zeroed whole: the arena needs no clearing. */
+  sluice_metadata *md = malloc(sizeof *md);
   if (md == NULL)
     return SLUICE_ERR_NOMEM;
+  md->entries = md->inline_entries;
+  md->count = 0;
+  md->cap = SLUICE__MD_INLINE_ENTRIES;
+  md->arena_used = 0;
   *out = md;
   return 0;
+}
+
+static int in_arena(const sluice_metadata *md, const char *p) {
+  return p >= md->arena && p < md->arena + sizeof md->arena;
+}
+
+/* Frees entry i's bytes unless they are in the arena. */
+static void entry_free(sluice_metadata *md, size_t i) {
+  if (!in_arena(md, md->entries[i].key))
+    free(md->entries[i].key);
 }
 
 void sluice_metadata_del(sluice_metadata *md) {
   if (md == NULL)
     return;
   for (size_t i = 0; i < md->count; i++)
-    free(md->entries[i].key);
-  free(md->entries);
+    entry_free(md, i);
+  if (md->entries != md->inline_entries)
+    free(md->entries);
   free(md);
 }
 
 int sluice__metadata_append(sluice_metadata *md, const char *key, size_t klen,
                             const void *value, size_t vlen) {
   if (md->count == md->cap) {
-    size_t cap = md->cap ? md->cap * 2 : 8;
-    sluice__md_entry *e = realloc(md->entries, cap * sizeof *e);
+    size_t cap = md->cap * 2;
+    sluice__md_entry *e = malloc(cap * sizeof *e);
     if (e == NULL)
       return SLUICE_ERR_NOMEM;
+    memcpy(e, md->entries, md->count * sizeof *e);
+    if (md->entries != md->inline_entries)
+      free(md->entries);
     md->entries = e;
     md->cap = cap;
   }
   if (klen > SIZE_MAX - vlen - 2)
     return SLUICE_ERR_NOMEM;
-  char *block = malloc(klen + vlen + 2);
-  if (block == NULL)
+  size_t need = klen + vlen + 2;
+  char *block;
+  if (need <= sizeof md->arena - md->arena_used) {
+    block = md->arena + md->arena_used;
+    md->arena_used += need;
+  } else if ((block = malloc(need)) == NULL) {
     return SLUICE_ERR_NOMEM;
+  }
   memcpy(block, key, klen);
   block[klen] = '\0';
   if (vlen > 0)
@@ -186,8 +210,10 @@ int sluice__metadata_add_received(sluice_metadata *md, const char *key,
     struct append_ctx c = {md, key, klen};
     rc = each_bin_part(v, vlen, scratch, append_part, &c);
     if (rc != 0) {
-      while (md->count > before)
-        free(md->entries[--md->count].key);
+      while (md->count > before) {
+        md->count--;
+        entry_free(md, md->count);
+      }
     }
   } else {
     rc = 0; /* not base64: dropped, as gRPC allows */

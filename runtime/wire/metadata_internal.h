@@ -7,18 +7,28 @@
 
 #include <sluice/metadata.h>
 
-/* One entry. key and value share one allocation (owned by key); value is
- * NUL-terminated and len excludes the NUL. */
+/* One entry. key and value are stored together (in the list's inline
+ * arena, or in one allocation owned by key); value is NUL-terminated and len
+ * excludes the NUL. */
 typedef struct sluice__md_entry {
   char *key;
   char *value;
   size_t len;
 } sluice__md_entry;
 
+/* The first few entries and their bytes live inside the list itself, so
+ * a call's usual handful of headers (user-agent, grpc-accept-encoding ...)
+ * costs no allocation beyond the list's own. */
+#define SLUICE__MD_INLINE_ENTRIES 6
+#define SLUICE__MD_INLINE_BYTES 256
+
 struct sluice_metadata {
-  sluice__md_entry *entries;
+  sluice__md_entry *entries; /* inline_entries, or a heap array */
   size_t count;
   size_t cap;
+  size_t arena_used; /* bytes of arena taken */
+  sluice__md_entry inline_entries[SLUICE__MD_INLINE_ENTRIES];
+  char arena[SLUICE__MD_INLINE_BYTES];
 };
 
 /* Appends without any validation; for headers the library itself sends

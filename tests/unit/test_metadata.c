@@ -106,6 +106,32 @@ static void many_entries(void **state) {
   check_entry(md, 500, "k500", "v1500", 5);
 }
 
+/* Entries are stored in the list's inline arena while they fit and on the
+ * heap otherwise; both kinds, interleaved, keep their bytes and are freed
+ * once (ASan checks the frees). */
+static void arena_and_heap_mix(void **state) {
+  sluice_metadata *md = *state;
+  char big[400], mid[200], key[16];
+  memset(big, 'b', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  memset(mid, 'm', sizeof mid - 1);
+  mid[sizeof mid - 1] = '\0';
+  assert_int_equal(sluice_metadata_add_str(md, "big", big), 0);  /* heap */
+  assert_int_equal(sluice_metadata_add_str(md, "a", "1"), 0);    /* arena */
+  assert_int_equal(sluice_metadata_add_str(md, "mid", mid), 0);  /* arena */
+  assert_int_equal(sluice_metadata_add_str(md, "mid2", mid), 0); /* heap */
+  for (int i = 0; i < 20; i++) {
+    snprintf(key, sizeof key, "k%d", i);
+    assert_int_equal(sluice_metadata_add_str(md, key, "v"), 0);
+  }
+  assert_int_equal(sluice_metadata_count(md), 24);
+  check_entry(md, 0, "big", big, sizeof big - 1);
+  check_entry(md, 1, "a", "1", 1);
+  check_entry(md, 2, "mid", mid, sizeof mid - 1);
+  check_entry(md, 3, "mid2", mid, sizeof mid - 1);
+  check_entry(md, 23, "k19", "v", 1);
+}
+
 static void add_rejects(void **state) {
   sluice_metadata *md = *state;
   static const char *bad_keys[] = {
@@ -322,6 +348,7 @@ int main(void) {
       cmocka_unit_test(new_and_del),
       MD_TEST(add_get_find),
       MD_TEST(many_entries),
+      MD_TEST(arena_and_heap_mix),
       MD_TEST(add_rejects),
       MD_TEST(bin_values_hold_any_bytes),
       cmocka_unit_test(rules),
