@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "transport/h2mem.h"
 #include "transport/tls.h"
 #include "wire/orca.h"
 
@@ -614,6 +615,9 @@ void sluice__channel_maybe_free(sluice_channel *ch) {
       __atomic_load_n(&ch->live_calls, __ATOMIC_RELAXED) != 0)
     return;
   sluice__objcache_drain(&ch->call_cache);
+  /* A user's loop thread lives on: leave no nghttp2 blocks cached there. */
+  if (!ch->owned_loop)
+    sluice__h2mem_thread_release();
   free(ch->dests);
   free(ch->lb_views);
   free(ch->authority);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "transport/h2mem.h"
 #include "transport/headers.h"
 #include "transport/tls.h"
 #include "wire/compress.h"
@@ -353,7 +354,8 @@ static void on_connected(sluice__conn *conn, int status) {
     return;
   }
   nghttp2_session *s;
-  if (nghttp2_session_client_new2(&s, g_callbacks, cc, g_options) != 0) {
+  if (nghttp2_session_client_new3(&s, g_callbacks, cc, g_options,
+                                  sluice__h2mem()) != 0) {
     sluice__conn_close(conn, "out of memory");
     return;
   }

@@ -21,7 +21,7 @@ typedef struct sluice__objcache {
   size_t size;  /* every object's size */
 } sluice__objcache;
 
-/* Sets c up for objects of size bytes (>= sizeof(void *)), keeping at most
+/* Sets c up for objects of size bytes (rounded up to 16), keeping at most
  * max of them. */
 void sluice__objcache_init(sluice__objcache *c, size_t size, unsigned max);
 

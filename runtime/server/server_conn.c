@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "transport/h2mem.h"
 #include "transport/tls.h"
 #include "wire/compress.h"
 #include "wire/metadata_internal.h"
@@ -244,7 +245,8 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   uv_mutex_unlock(&sl->srv->mu);
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
-      nghttp2_session_server_new2(&s, g_callbacks, sc, g_options) != 0) {
+      nghttp2_session_server_new3(&s, g_callbacks, sc, g_options,
+                                  sluice__h2mem()) != 0) {
     /* on_closed frees sc; the descriptor is closed with the handle if it
      * was adopted, by the caller otherwise */
     sluice__conn_close(&sc->conn, "cannot set up connection");
