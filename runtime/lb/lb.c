@@ -1,9 +1,70 @@
 /* The balancer's common part: configuration, strategy lookup, and the
  * wrappers the channel calls around a strategy (stats, estimators, drop
- * counting), plus the admission helpers every strategy shares.
+ * counting, outlier ejection), plus the admission helpers every strategy
+ * shares.
  *
  * lb/ is clock-free, so pick() cannot time itself: the channel reads the
- * clock around sluice__lb_pick and fills stats.algo_ns_* / strat_ns_*. */
+ * clock around sluice__lb_pick and fills stats.algo_ns_* / strat_ns_*.
+ *
+ * ## Outlier ejection
+ *
+ * A destination that fails every call at once has nothing in flight and
+ * looks idlest to a least-loaded strategy: it draws most of the traffic
+ * and a broken server of three fails most calls (a "black hole"). As
+ * gRPC's outlier_detection and Envoy do, such a destination is ejected --
+ * not picked -- for a while. It works around every strategy, rr too:
+ *
+ * What counts (outlier_class): UNAVAILABLE, INTERNAL, UNIMPLEMENTED,
+ * UNKNOWN and DATA_LOSS are the destination's failures (Envoy's 5xx, the
+ * gateway's 504 aside). OK and the codes by which a server answers about
+ * the call itself (NOT_FOUND, INVALID_ARGUMENT, PERMISSION_DENIED ...) are
+ * successes: it works. Not counted at all: RESOURCE_EXHAUSTED (a server
+ * shedding load is back-pressure; the limits of lcc/bcc/btc already back
+ * off on it, and ejecting shedding servers would push their load onto the
+ * others), DEADLINE_EXCEEDED and CANCELLED (the call's own budget, or the
+ * caller's choice; a server too slow for its calls holds them in flight
+ * and least-loaded strategies avoid it anyway).
+ *
+ * Detectors, on each completion (O(1), complete()): eject_consecutive (5)
+ * failures in a row; or failures at least eject_ratio (0.85) of the calls
+ * counted over the current and previous window (eject_window_ns, 1 s;
+ * tumbling), once there are eject_min_calls (20) of them -- a destination
+ * failing 90 % of its calls, interleaved with successes, is caught even
+ * when its failures never come 5 in a row. Completions while the
+ * destination is ejected are not counted (they were sent before).
+ *
+ * A detector marks the destination suspect; the next pick decides, as it
+ * sees every destination (O(n), once per failing completion of a suspect):
+ * - the percentage, as gRPC counts it: ejected only while fewer than
+ *   eject_max_percent (50) of the destinations passed to pick are ejected
+ *   (100 x ejected / n < 50 %: 1 of 2, 2 of 3 or 4, 3 of 5 or 6), and
+ *   never the last one (a channel of one destination ejects nothing);
+ * - relatively: another usable destination must fail at most half as
+ *   often (its failure share over its last 1-2 windows, any number of
+ *   calls) -- when every destination fails alike (a shared database is
+ *   down) ejecting some would only pile the traffic onto the others, and
+ *   keep them ejected for seconds after the recovery.
+ * Refused, the mark is dropped: the next failure marks it again.
+ *
+ * Ejected: not picked until now + eject_base_ns x level (1 s, 2 s ...,
+ * at most max(base, eject_max_ns), 30 s), level = its ejections not yet
+ * forgiven, one forgiven per eject_decay_ns (10 s) since the previous
+ * ejection ended. Its counts start again from zero. When it ends (seen by
+ * the next pick) the destination starts afresh, as a reconnected one does
+ * (restart(): measurements, limits and strategy state; not its stats nor
+ * its calls in flight), and is picked like the others -- nothing probes it
+ * meanwhile, as in gRPC. Still failing, it is ejected again after as many
+ * failures, for longer.
+ *
+ * pick(): while nothing is ejected or suspect (lb->eject_check == 0) it
+ * is the strategy's pick after one test. Otherwise it hands the strategy
+ * the usable destinations that are not ejected (an array on the stack up
+ * to PICK_STACK destinations, allocated beyond), and maps the choice
+ * back; when every usable destination is ejected, the strategy chooses
+ * among all of them: ejection never makes a call fail with "no
+ * destination" -- it fails, if it must, with the destination's own
+ * status. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "lb/lb.h"
@@ -24,6 +85,14 @@ void sluice__lb_config_default(sluice__lb_config *c) {
   c->btc_high = 0.9;
   c->btc_dwell_ns = 200 * UINT64_C(1000000);
   c->lcc_p2c = 0;
+  c->eject_consecutive = 5;
+  c->eject_ratio = 0.85;
+  c->eject_min_calls = 20;
+  c->eject_window_ns = UINT64_C(1000000000);
+  c->eject_base_ns = UINT64_C(1000000000);
+  c->eject_max_ns = 30 * UINT64_C(1000000000);
+  c->eject_decay_ns = 10 * UINT64_C(1000000000);
+  c->eject_max_percent = 50;
 }
 
 const sluice__lb_ops *sluice__lb_find(const char *name) {
@@ -59,12 +128,254 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
     lb->ops->dest_init(lb, d, now);
 }
 
+/* --- outlier ejection (see the top comment) ------------------------------ */
+
+#define PICK_STACK 64 /* candidates kept on the stack */
+#define EJECT_RELATIVE                                                         \
+  0.5                        /* another destination fails at most this         \
+                                share of d's failure rate */
+#define EJECT_LEVEL_MAX 1024 /* level saturates (the duration did long ago) */
+
+int sluice__lb_ejected(const sluice__lb_dest *d, uint64_t now) {
+  return now < d->stats.outlier.ejected_until_ns;
+}
+
+/* 1: the destination failed; 0: it answered; -1: says nothing about it. */
+static int outlier_class(sluice_status_code code) {
+  switch (code) {
+  case SLUICE_STATUS_UNAVAILABLE:
+  case SLUICE_STATUS_INTERNAL:
+  case SLUICE_STATUS_UNIMPLEMENTED:
+  case SLUICE_STATUS_UNKNOWN:
+  case SLUICE_STATUS_DATA_LOSS:
+    return 1;
+  case SLUICE_STATUS_RESOURCE_EXHAUSTED:
+  case SLUICE_STATUS_DEADLINE_EXCEEDED:
+  case SLUICE_STATUS_CANCELLED:
+    return -1;
+  default:
+    return 0;
+  }
+}
+
+static uint64_t eject_window(const sluice__lb_config *cfg) {
+  return cfg->eject_window_ns ? cfg->eject_window_ns : UINT64_C(1000000000);
+}
+
+/* Calls counted and failed over the current and previous window as seen
+ * at now (windows that ended long ago count nothing). */
+static void outlier_counts(const sluice__lb_outlier *o,
+                           const sluice__lb_config *cfg, uint64_t now,
+                           uint64_t *calls, uint64_t *failed) {
+  uint64_t w = eject_window(cfg), age = now - o->win_start_ns;
+  *calls = *failed = 0;
+  if (now < o->win_start_ns || age < w) {
+    *calls = (uint64_t)o->win_calls + o->prev_calls;
+    *failed = (uint64_t)o->win_failed + o->prev_failed;
+  } else if (age < 2 * w) {
+    *calls = o->win_calls;
+    *failed = o->win_failed;
+  }
+}
+
+static void outlier_record(sluice__lb *lb, sluice__lb_dest *d,
+                           sluice_status_code code, uint64_t now) {
+  const sluice__lb_config *cfg = &lb->cfg;
+  sluice__lb_outlier *o = &d->stats.outlier;
+  int k = outlier_class(code);
+  if (!cfg->eject_max_percent || k < 0 || now < o->ejected_until_ns)
+    return;
+  uint64_t w = eject_window(cfg);
+  if (now >= o->win_start_ns && now - o->win_start_ns >= w) {
+    int adjacent = now - o->win_start_ns < 2 * w;
+    o->prev_calls = adjacent ? o->win_calls : 0;
+    o->prev_failed = adjacent ? o->win_failed : 0;
+    o->win_calls = o->win_failed = 0;
+    o->win_start_ns = now;
+  }
+  if (o->win_calls < UINT32_MAX)
+    o->win_calls++;
+  if (!k) {
+    o->consecutive = 0;
+    return;
+  }
+  if (o->win_failed < UINT32_MAX)
+    o->win_failed++;
+  if (o->consecutive < UINT32_MAX)
+    o->consecutive++;
+  uint64_t calls = (uint64_t)o->win_calls + o->prev_calls;
+  uint64_t failed = (uint64_t)o->win_failed + o->prev_failed;
+  uint64_t min = cfg->eject_min_calls ? cfg->eject_min_calls : 1;
+  if ((cfg->eject_consecutive && o->consecutive >= cfg->eject_consecutive) ||
+      (cfg->eject_ratio > 0 && calls >= min &&
+       (double)failed >= cfg->eject_ratio * (double)calls)) {
+    o->suspect = 1;
+    lb->eject_check = 1;
+  }
+}
+
+/* May dests[i] (suspect, not ejected) be ejected, `ejected` of the n being
+ * so already? */
+static int may_eject(const sluice__lb *lb, sluice__lb_dest *const *dests,
+                     size_t n, size_t i, size_t ejected, uint64_t now) {
+  const sluice__lb_config *cfg = &lb->cfg;
+  if (ejected + 1 >= n ||
+      100 * (double)ejected >= (double)cfg->eject_max_percent * (double)n)
+    return 0;
+  uint64_t calls, failed;
+  outlier_counts(&dests[i]->stats.outlier, cfg, now, &calls, &failed);
+  double bar = EJECT_RELATIVE * (calls ? (double)failed / (double)calls : 1);
+  for (size_t j = 0; j < n; j++) {
+    const sluice__lb_dest *o = dests[j];
+    if (j == i || !o->usable || sluice__lb_ejected(o, now))
+      continue;
+    uint64_t oc, of;
+    outlier_counts(&o->stats.outlier, cfg, now, &oc, &of);
+    if (oc && (double)of <= bar * (double)oc)
+      return 1;
+  }
+  return 0;
+}
+
+/* d's ejection is over: as a reconnected destination does
+ * (client/dest.c), it starts afresh -- measurements, limits, strategy
+ * state -- keeping its stats (and outlier state) and the calls still in
+ * flight there. Otherwise what its failures left behind would keep it out
+ * once repaired: limits cut to the minimum by UNAVAILABLE (lcc and bcc
+ * rank it last for good, as nothing is sent there to raise them again), a
+ * 1 ns latency minimum from calls failed at once (every real latency then
+ * looks like queueing). Still broken, it is ejected again after as many
+ * failures as the first time. */
+static void restart(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+  uint32_t in_flight = d->est.in_flight;
+  uint32_t path[SLUICE__LB_MAX_PATHS];
+  memcpy(path, d->est.path_in_flight, sizeof path);
+  sluice__lb_est_init(&d->est, &lb->cfg, now);
+  d->est.in_flight = in_flight;
+  memcpy(d->est.path_in_flight, path, sizeof path);
+  /* The fields sluice__lb_dest_init clears, but usable and stats. */
+  d->limit = 0;
+  d->cap = 0;
+  d->rate_avg = 0;
+  d->util_avg = 0;
+  d->state = 0;
+  d->state_since_ns = now;
+  d->last_action_ns = now;
+  if (lb->ops->dest_init)
+    lb->ops->dest_init(lb, d, now);
+}
+
+static void eject(const sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+  const sluice__lb_config *cfg = &lb->cfg;
+  sluice__lb_outlier *o = &d->stats.outlier;
+  if (o->level && cfg->eject_decay_ns && now > o->ejected_until_ns) {
+    uint64_t forgiven = (now - o->ejected_until_ns) / cfg->eject_decay_ns;
+    o->level = forgiven < o->level ? o->level - (uint32_t)forgiven : 0;
+  }
+  if (o->level < EJECT_LEVEL_MAX)
+    o->level++;
+  uint64_t base = cfg->eject_base_ns;
+  uint64_t max = cfg->eject_max_ns > base ? cfg->eject_max_ns : base;
+  uint64_t dur = base && o->level > max / base ? max : base * o->level;
+  o->ejected_until_ns = now + dur;
+  o->ejected = 1;
+  o->ejections++;
+  o->consecutive = 0;
+  o->win_calls = o->win_failed = o->prev_calls = o->prev_failed = 0;
+  o->win_start_ns = now;
+}
+
+/* The pick while a destination may be ejected or suspect: one pass
+ * counts the ejected, restarts those whose ejection ended, and gathers
+ * the candidates (usable, not ejected); suspects are decided after it. */
+static sluice__lb_verdict pick_ejecting(sluice__lb *lb,
+                                        sluice__lb_dest *const *dests, size_t n,
+                                        const sluice__lb_call *call,
+                                        uint64_t now, size_t *chosen) {
+  sluice__lb_dest *stack_v[PICK_STACK];
+  size_t stack_i[PICK_STACK];
+  sluice__lb_dest **cand = stack_v;
+  size_t *index = stack_i;
+  if (n > PICK_STACK) {
+    cand = malloc(n * sizeof *cand);
+    index = malloc(n * sizeof *index);
+    if (!cand || !index) { /* no memory: no ejection for this call */
+      free(cand);
+      free(index);
+      return lb->ops->pick(lb, dests, n, call, now, chosen);
+    }
+  }
+  size_t ejected = 0, m = 0;
+  int suspects = 0;
+  for (size_t i = 0; i < n; i++) {
+    sluice__lb_dest *d = dests[i];
+    sluice__lb_outlier *o = &d->stats.outlier;
+    if (now < o->ejected_until_ns) {
+      ejected++;
+      continue;
+    }
+    if (o->ejected) {
+      o->ejected = 0;
+      restart(lb, d, now);
+    }
+    suspects |= o->suspect;
+    if (d->usable) {
+      cand[m] = d;
+      index[m++] = i;
+    }
+  }
+  if (suspects) {
+    size_t before = ejected;
+    for (size_t i = 0; i < n; i++) {
+      sluice__lb_dest *d = dests[i];
+      if (!d->stats.outlier.suspect)
+        continue;
+      d->stats.outlier.suspect = 0;
+      if (!sluice__lb_ejected(d, now) &&
+          may_eject(lb, dests, n, i, ejected, now)) {
+        eject(lb, d, now);
+        ejected++;
+      }
+    }
+    if (ejected > before) { /* drop the newly ejected from the candidates */
+      size_t k = 0;
+      for (size_t j = 0; j < m; j++)
+        if (!sluice__lb_ejected(cand[j], now)) {
+          cand[k] = cand[j];
+          index[k++] = index[j];
+        }
+      m = k;
+    }
+  }
+  /* Off only through here, after a pass that restarted every ejection
+   * that had ended. */
+  lb->eject_check = ejected > 0;
+  sluice__lb_verdict v;
+  if (!ejected || !m) {
+    /* Nothing ejected: the strategy sees the channel's own array. Every
+     * usable destination ejected: it chooses among them all anyway. */
+    v = lb->ops->pick(lb, dests, n, call, now, chosen);
+  } else {
+    size_t c = 0;
+    v = lb->ops->pick(lb, cand, m, call, now, &c);
+    if (v == SLUICE__LB_PICKED)
+      *chosen = index[c];
+  }
+  if (cand != stack_v) {
+    free(cand);
+    free(index);
+  }
+  return v;
+}
+
 sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
                                    sluice__lb_dest *const *dests, size_t n,
                                    const sluice__lb_call *call, uint64_t now,
                                    size_t *chosen) {
-  sluice__lb_verdict v =
-      n ? lb->ops->pick(lb, dests, n, call, now, chosen) : SLUICE__LB_NONE;
+  sluice__lb_verdict v = !n ? SLUICE__LB_NONE
+                         : lb->eject_check
+                             ? pick_ejecting(lb, dests, n, call, now, chosen)
+                             : lb->ops->pick(lb, dests, n, call, now, chosen);
   if (v != SLUICE__LB_PICKED && (unsigned)v < 5)
     lb->dropped[v]++;
   return v;
@@ -109,6 +420,7 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
     d->stats.ok++;
   else
     d->stats.failed++;
+  outlier_record(lb, d, code, now);
   sluice__lb_est_done(&d->est, &lb->cfg, call, latency_ns, is_overload(code),
                       resp_size, now);
   if (lb->ops->on_complete)

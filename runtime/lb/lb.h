@@ -58,6 +58,28 @@ typedef struct sluice__lb_config {
   double btc_low, btc_high;  /* 0.5, 0.9: segment thresholds, both axes */
   uint64_t btc_dwell_ns;     /* 200 ms: minimum time between BTC actions */
   int lcc_p2c;               /* 0: ties by round robin; 1: power of 2 choices */
+  /* Outlier ejection (lb.c, every strategy, rr too): a destination whose
+   * calls fail for its own fault (UNAVAILABLE, INTERNAL, UNIMPLEMENTED,
+   * UNKNOWN, DATA_LOSS) is not picked for a while. See "Outlier
+   * ejection" in docs/flow-control.md. */
+  uint32_t eject_consecutive; /* 5: that many such failures in a row eject
+                                 (Envoy's consecutive_5xx); 0 = off */
+  double eject_ratio;         /* 0.85: or that share of its calls over the
+                                 last 1-2 windows (gRPC's and Envoy's
+                                 failure_percentage threshold); 0 = off */
+  uint32_t eject_min_calls;   /* 20: calls the ratio needs (same span) */
+  uint64_t eject_window_ns;   /* 1 s: the ratio's window */
+  uint64_t eject_base_ns;     /* 1 s: an ejection lasts base x level, level
+                                 = ejections not yet forgiven (1, 2 ...) */
+  uint64_t eject_max_ns;      /* 30 s: ... at most max(base, this) */
+  uint64_t eject_decay_ns;    /* 10 s: one level forgiven per such period
+                                 since the last ejection ended */
+  uint32_t eject_max_percent; /* 50: a destination is ejected only while
+                                 fewer than this percentage of the
+                                 channel's destinations are (gRPC's
+                                 max_ejection_percent: 1 of 2, 2 of 3 or
+                                 4), and never the last one; 0 = ejection
+                                 off */
 } sluice__lb_config;
 
 void sluice__lb_config_default(sluice__lb_config *c);
@@ -129,16 +151,40 @@ int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now);
  * estimate. 0 when nothing was measured yet. */
 uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now);
 
+/* Outlier ejection state of one destination, kept by lb.c. It lives in
+ * the stats so that it outlasts a reconnection, as the counters do (the
+ * channel keeps them when it re-initialises a destination): a server that
+ * crashes on every call and is reconnected stays ejected, as gRPC keeps an
+ * address's ejection state across its subchannel's reconnections. */
+typedef struct sluice__lb_outlier {
+  uint64_t ejections;        /* times ejected, in all */
+  uint64_t ejected_until_ns; /* ejected while now < this (0: never was);
+                                see sluice__lb_ejected */
+  uint32_t level;            /* ejections not yet forgiven when the last one
+                                began (decays by eject_decay_ns, applied at
+                                the next ejection) */
+  uint32_t consecutive;      /* destination failures in a row */
+  uint32_t win_calls, win_failed;   /* calls counted, failed: this window */
+  uint32_t prev_calls, prev_failed; /* ... the window before */
+  uint64_t win_start_ns;
+  int suspect; /* a detector fired: the next pick decides (it sees every
+                  destination: the percentage, the others' failures) */
+  int ejected; /* was ejected: the first pick after the end restarts it */
+} sluice__lb_outlier;
+
 /* Per-destination stats, kept by lb.c. */
 typedef struct sluice__lb_stats {
   uint64_t sent, ok, failed;
+  sluice__lb_outlier outlier;     /* ejection (stats: .ejections, and
+                                     ejected now: sluice__lb_ejected) */
   uint64_t dropped[5];            /* by sluice__lb_verdict (PICKED unused) */
   sluice__histogram latency;      /* completed calls, microseconds */
   uint64_t algo_ns_sum, algo_n;   /* pick() time */
   uint64_t strat_ns_sum, strat_n; /* pick until the request is flushed */
 } sluice__lb_stats;
 
-/* One destination as the balancer sees it. */
+/* One destination as the balancer sees it. (A field added here must be
+ * reset by lb.c's restart() too, when an ejection ends.) */
 typedef struct sluice__lb_dest {
   int usable; /* connected: may be picked (set by the channel) */
   sluice__lb_est est;
@@ -162,7 +208,10 @@ typedef struct sluice__lb_ops {
   void (*dest_init)(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
   /* Chooses among dests[0..n) whose usable flag is set. O(1) for rr,
    * O(n) at worst for the others. Returns PICKED with *chosen set, or why
-   * not. */
+   * not. While a destination is ejected, dests is the channel's usable
+   * destinations minus the ejected ones (sluice__lb_pick): an index means
+   * something within one call only (rr_next is a starting point, no
+   * more). */
   sluice__lb_verdict (*pick)(sluice__lb *lb, sluice__lb_dest *const *dests,
                              size_t n, const sluice__lb_call *call,
                              uint64_t now, size_t *chosen);
@@ -188,6 +237,8 @@ struct sluice__lb {
   uint64_t rng;        /* xorshift state (p2c) */
   uint64_t dropped[5]; /* channel-level drops by sluice__lb_verdict
                           (PICKED unused), counted by sluice__lb_pick */
+  int eject_check;     /* a destination may be ejected or suspect: pick
+                          looks (0: it calls the strategy at once) */
 };
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
@@ -202,7 +253,15 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
 
 /* What the channel calls: pick (with algo-time and drop accounting),
  * sent, complete (latency histogram, ok/failed, estimators, then the
- * strategy), peer load report. */
+ * strategy), peer load report.
+ *
+ * Outlier ejection wraps every strategy: complete() counts the failures
+ * that are the destination's own fault; pick() ejects a destination whose
+ * detector fired (when the channel may lose it and another destination
+ * fails clearly less), and hands the strategy only the usable destinations
+ * that are not ejected -- or all of them when every usable one is, so
+ * that ejection never turns into "no destination". While nothing is
+ * ejected or suspect, pick() is the strategy's pick and one test. */
 sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
                                    sluice__lb_dest *const *dests, size_t n,
                                    const sluice__lb_call *call, uint64_t now,
@@ -222,6 +281,10 @@ void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
  * no measurement, no push-back. */
 void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
                        const sluice__lb_call *call);
+
+/* Non-zero while d is ejected (not picked unless every usable
+ * destination is). */
+int sluice__lb_ejected(const sluice__lb_dest *d, uint64_t now);
 
 /* Helpers shared by strategies. */
 /* Non-zero when d may take call under limit (its own and its path's). */

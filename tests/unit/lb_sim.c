@@ -311,9 +311,18 @@ static void arrive(lb_sim *s, size_t fi) {
     d->path_sent[call.path_id < SLUICE__LB_MAX_PATHS
                      ? call.path_id
                      : SLUICE__LB_MAX_PATHS - 1]++;
-    if (d->down) { /* usable but failing: UNAVAILABLE at once */
+    int fail = d->down; /* usable but down: fails at once */
+    if (!fail && d->fail_ratio > 0) {
+      d->fail_acc += d->fail_ratio;
+      if (d->fail_acc >= 1 - 1e-9) {
+        d->fail_acc -= 1;
+        fail = 1;
+      }
+    }
+    if (fail) {
       c->server_done = 1;
-      client_finish(s, ci, SLUICE_STATUS_UNAVAILABLE);
+      client_finish(s, ci,
+                    d->fail_code ? d->fail_code : SLUICE_STATUS_UNAVAILABLE);
     } else {
       if (call.deadline_ns)
         push(s, call.deadline_ns, EV_DEADLINE, ci, c->gen);

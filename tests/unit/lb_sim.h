@@ -7,7 +7,9 @@
  * workers / capacity seconds (times path_cost[path]); more wait in a FIFO
  * queue. Every `report_ns` a destination can report its load (utilization
  * = busy workers / workers). A `down` destination is unusable (as a lost
- * connection is) and its calls fail UNAVAILABLE at once.
+ * connection is) and its calls fail UNAVAILABLE at once. A broken one
+ * (fail_ratio) stays usable and fails a share of its calls at once with
+ * fail_code.
  *
  * Flows: open-loop generators (Poisson with the seed, or constant rate),
  * each with a path id, sizes and an optional relative deadline. A call is
@@ -46,14 +48,21 @@ typedef struct lb_sim_dest {
   double capacity;  /* calls/s with every worker busy (path cost 1) */
   unsigned workers; /* calls served in parallel */
   double path_cost[SLUICE__LB_MAX_PATHS]; /* service-time factor; 0 = 1 */
-  uint64_t rtt_ns; /* network round trip added to each call (default 0) */
-  int report_load; /* 1: report utilization every report_ns (default 0) */
-  int down_usable; /* 1: a down destination stays usable (a server that
-                      answers every call with UNAVAILABLE) */
+  uint64_t rtt_ns;   /* network round trip added to each call (default 0) */
+  int report_load;   /* 1: report utilization every report_ns (default 0) */
+  int down_usable;   /* 1: a down destination stays usable (a server that
+                        answers every call with UNAVAILABLE, or fail_code) */
+  double fail_ratio; /* 0..1: this share of the calls sent here fail at
+                        once with fail_code, without reaching a worker (a
+                        broken server); spread evenly and deterministically
+                        (0.9: 9 failures, 1 call served, ...); default 0 */
+  sluice_status_code fail_code; /* of those failures, and of a down_usable
+                                   destination's; 0 (OK) = UNAVAILABLE */
   /* read-only: lb_sim_set_down changes it */
   int down;
   /* results since the last lb_sim_reset_stats */
-  uint64_t sent, ok, deadline, unavailable;
+  uint64_t sent, ok, deadline, unavailable; /* unavailable: failed with any
+                                               other code */
   uint64_t path_sent[SLUICE__LB_MAX_PATHS];
   sluice__histogram lat_us; /* OK calls, microseconds */
   /* results since lb_sim_new: every change of lbd->state, with its time */
@@ -64,6 +73,7 @@ typedef struct lb_sim_dest {
   unsigned busy;
   size_t q_head, q_tail, q_len; /* FIFO of call indexes (internal) */
   uint64_t served_win;          /* completions since the last report */
+  double fail_acc;              /* fail_ratio's accumulator */
 } lb_sim_dest;
 
 typedef struct lb_sim_flow {
