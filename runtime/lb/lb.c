@@ -402,13 +402,26 @@ void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
     d->est.path_in_flight[p]--;
 }
 
-/* Statuses that say the destination could not keep up: the limits back
- * off. Other failures (NOT_FOUND, INVALID_ARGUMENT ...) are the call's own
- * business and are measured like successes. */
-static int is_overload(sluice_status_code code) {
-  return code == SLUICE_STATUS_RESOURCE_EXHAUSTED ||
-         code == SLUICE_STATUS_DEADLINE_EXCEEDED ||
-         code == SLUICE_STATUS_UNAVAILABLE;
+/* How a status counts for the estimators (lb.h): statuses that say the
+ * destination could not keep up back the limits off; a crash-like failure
+ * or a cancellation is censored; other failures (NOT_FOUND,
+ * INVALID_ARGUMENT ...) are the call's own business and are measured like
+ * successes. */
+static int est_outcome(sluice_status_code code) {
+  switch (code) {
+  case SLUICE_STATUS_RESOURCE_EXHAUSTED:
+  case SLUICE_STATUS_DEADLINE_EXCEEDED:
+  case SLUICE_STATUS_UNAVAILABLE:
+    return SLUICE__LB_OVERLOAD;
+  case SLUICE_STATUS_INTERNAL:
+  case SLUICE_STATUS_UNKNOWN:
+  case SLUICE_STATUS_UNIMPLEMENTED:
+  case SLUICE_STATUS_DATA_LOSS:
+  case SLUICE_STATUS_CANCELLED:
+    return SLUICE__LB_CENSORED;
+  default:
+    return SLUICE__LB_MEASURED;
+  }
 }
 
 void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
@@ -421,7 +434,7 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
   else
     d->stats.failed++;
   outlier_record(lb, d, code, now);
-  sluice__lb_est_done(&d->est, &lb->cfg, call, latency_ns, is_overload(code),
+  sluice__lb_est_done(&d->est, &lb->cfg, call, latency_ns, est_outcome(code),
                       resp_size, now);
   if (lb->ops->on_complete)
     lb->ops->on_complete(lb, d, call, latency_ns, code, resp_size, now);

@@ -133,12 +133,23 @@ void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
                          uint64_t now);
 void sluice__lb_est_sent(sluice__lb_est *e, const sluice__lb_call *call,
                          uint64_t now);
-/* A call ended after latency_ns. overload is non-zero when its status says
- * the destination was overloaded or too slow (RESOURCE_EXHAUSTED,
- * DEADLINE_EXCEEDED, UNAVAILABLE): the limit backs off. */
+/* How a finished call counts for the estimators. */
+enum {
+  SLUICE__LB_MEASURED = 0, /* answered (OK, or an error about the call
+                              itself): a latency sample */
+  SLUICE__LB_OVERLOAD = 1, /* RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED,
+                              UNAVAILABLE: the limit backs off */
+  SLUICE__LB_CENSORED = 2  /* INTERNAL, UNKNOWN, UNIMPLEMENTED, DATA_LOSS,
+                              CANCELLED: its latency says nothing of the
+                              service time (a crash answers in microseconds)
+                              and enters no estimate; outlier ejection deals
+                              with a destination that keeps failing */
+};
+
+/* A call ended after latency_ns; outcome is one of the values above. */
 void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
                          const sluice__lb_call *call, uint64_t latency_ns,
-                         int overload, uint32_t resp_size, uint64_t now);
+                         int outcome, uint32_t resp_size, uint64_t now);
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
                               uint64_t now);
 /* A peer report younger than SLUICE__LB_PEER_FRESH_NS says utilization

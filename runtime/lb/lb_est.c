@@ -132,7 +132,7 @@ static void lower(double *min, double sample) {
 
 void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
                          const sluice__lb_call *call, uint64_t latency_ns,
-                         int overload, uint32_t resp_size, uint64_t now) {
+                         int outcome, uint32_t resp_size, uint64_t now) {
   uint32_t p = path_of(call);
   uint32_t seen = e->in_flight; /* in flight while this call was */
   if (e->in_flight)
@@ -143,7 +143,9 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
   roll_window(e, cfg, now);
   double lat = latency_ns ? (double)latency_ns : 1.0;
 
-  if (overload) {
+  if (outcome == SLUICE__LB_CENSORED)
+    return; /* out of flight, nothing learnt */
+  if (outcome == SLUICE__LB_OVERLOAD) {
     /* A failed call's latency is censored (a deadline says only "at least
      * this slow"; a refusal says nothing): it does not enter the latency
      * estimates, which the deadline check trusts, and it is no completion;

@@ -209,6 +209,17 @@ static void estimator_basics(void **state) {
   assert_true(e.limit > lim * 0.89 && e.limit < lim * 0.91);
   assert_int_equal(e.in_flight, 0);
   assert_int_equal(e.samples, 2);
+  /* A crash-like failure (INTERNAL after 1 us) is censored too, and leaves
+   * the limit alone: it must not become the "no-load latency" that makes a
+   * broken destination look fastest. */
+  lim = e.limit;
+  sluice__lb_est_sent(&e, &a, t + 100 * MS);
+  sluice__lb_est_done(&e, &cfg, &a, 1000, SLUICE__LB_CENSORED, 0,
+                      t + 100 * MS + 1000);
+  assert_true(e.lat_min_ns == 10 * MS && e.path_lat_min_ns[0] == 10 * MS);
+  assert_true(e.lat_ewma_ns == avg && e.limit == lim);
+  assert_int_equal(e.in_flight, 0);
+  assert_int_equal(e.samples, 2);
   /* Never below zero in flight. */
   sluice__lb_est_done(&e, &cfg, &a, MS, 0, 0, t + 101 * MS);
   assert_int_equal(e.in_flight, 0);
