@@ -206,6 +206,12 @@ typedef struct sluice_dest_stats {
   double algo_ns;                   /* mean time of the pick decision */
   double strategy_us; /* mean time from the decision until the request
                          was handed to HTTP/2 */
+  /* Outlier ejection (docs/flow-control.md): a destination whose calls keep
+   * failing with UNAVAILABLE, INTERNAL, UNKNOWN, UNIMPLEMENTED or DATA_LOSS
+   * is left out of the balancing for a while. */
+  uint64_t ejections;    /* times ejected so far */
+  int ejected;           /* ejected now */
+  double ejected_for_ms; /* time left of the current ejection (0: none) */
 } sluice_dest_stats;
 
 /* A channel. */

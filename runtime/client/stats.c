@@ -37,6 +37,7 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   if (!out->dests)
     return SLUICE_ERR_NOMEM;
   out->n_dests = ch->n_dests;
+  uint64_t now = sluice_now_ns();
   for (size_t i = 0; i < ch->n_dests; i++) {
     const sluice__dest *d = ch->dests[i];
     const sluice__lb_dest *l = &d->lb;
@@ -64,6 +65,11 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
     o->strategy_us = l->stats.strat_n ? (double)l->stats.strat_ns_sum /
                                             (double)l->stats.strat_n / 1000.0
                                       : 0;
+    o->ejections = l->stats.outlier.ejections;
+    o->ejected = sluice__lb_ejected(l, now);
+    o->ejected_for_ms =
+        o->ejected ? (double)(l->stats.outlier.ejected_until_ns - now) / 1e6
+                   : 0;
   }
   return 0;
 }
@@ -215,6 +221,8 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
   COUNTER("sent_total", "Calls sent.", sent)
   COUNTER("ok_total", "Calls completed OK.", ok)
   COUNTER("failed_total", "Calls failed after being sent.", failed)
+  COUNTER("ejections_total", "Times ejected as an outlier.", ejections)
+  GAUGE("ejected", "1 while ejected as an outlier.", "%d", ejected)
   add(&t, "# HELP sluice_client_state Balancer state of a destination.\n"
           "# TYPE sluice_client_state gauge\n");
   for (size_t i = 0; i < s.n_dests; i++)

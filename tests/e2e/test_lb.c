@@ -40,6 +40,7 @@ typedef struct cap_server {
   int port;
   pool fast, slow; /* e2e.Echo/Echo and e2e.Echo/Big */
   atomic_int served;
+  atomic_int broken; /* fail every call at once with INTERNAL */
 } cap_server;
 
 static void *worker(void *arg) {
@@ -106,6 +107,10 @@ static void on_fast(sluice_server_call *call, const E2e__EchoMsg *req,
                     void *ud) {
   cap_server *s = ud;
   atomic_fetch_add(&s->served, 1);
+  if (atomic_load(&s->broken)) {
+    sluice_server_call_finish(call, SLUICE_STATUS_INTERNAL, "broken", NULL);
+    return;
+  }
   enqueue(&s->fast, call, req->delay_ms);
 }
 
@@ -449,6 +454,61 @@ static void test_dead_destination(void **state) {
   sluice_channel_del(ch);
 }
 
+/* A destination that fails every call at once looks idle and fastest to a
+ * least-loaded strategy (a black hole). Outlier ejection takes it out: after
+ * the first second it gets almost nothing; repaired, it gets calls again. */
+static void test_broken_destination(void **state) {
+  trio *t = *state;
+  sluice_channel *ch = trio_channel(t, "btc");
+  warm(ch);
+  atomic_store(&t->s[0]->broken, 1); /* the fastest one */
+  gen g;
+  gen_init(&g);
+  int n = 0;
+  /* 1 s at 200 calls/s (well within the healthy two's 300/s) */
+  offer(ch, &g, 0, 200, 1000, 2, 5000, &n);
+  assert_int_equal(gen_wait(&g, n, E2E_HANG_MS), n);
+  int failed_first = g.codes[SLUICE_STATUS_INTERNAL];
+  uint64_t before[3] = {0}, after[3] = {0};
+  dest_sent(ch, before, t);
+  gen g2;
+  gen_init(&g2);
+  int n2 = 0;
+  offer(ch, &g2, 0, 200, 1500, 2, 5000, &n2);
+  assert_int_equal(gen_wait(&g2, n2, E2E_HANG_MS), n2);
+  dest_sent(ch, after, t);
+  uint64_t to_broken = after[0] - before[0];
+  sluice_channel_stats st;
+  assert_int_equal(sluice_channel_get_stats(ch, &st), 0);
+  uint64_t ejections = 0;
+  for (size_t k = 0; k < st.n_dests; k++)
+    ejections += st.dests[k].ejections;
+  sluice_channel_stats_clear(&st);
+  print_message("broken destination: first second %d of %d calls failed; "
+                "then it got %llu of %d calls, %d failed; ejections %llu\n",
+                failed_first, n, (unsigned long long)to_broken, n2,
+                g2.codes[SLUICE_STATUS_INTERNAL],
+                (unsigned long long)ejections);
+  assert_true(ejections >= 1);
+  /* Ejections of 1 s, 2 s ...: a probe or a few per ejection's end. */
+  assert_true(to_broken * 10 < (uint64_t)n2);
+  assert_true(g2.codes[SLUICE_STATUS_OK] * 10 >= n2 * 9);
+  /* Repaired: once its ejection ends it is used again. */
+  atomic_store(&t->s[0]->broken, 0);
+  dest_sent(ch, before, t);
+  gen g3;
+  gen_init(&g3);
+  int n3 = 0;
+  offer(ch, &g3, 0, 200, 3500, 2, 5000, &n3);
+  assert_int_equal(gen_wait(&g3, n3, E2E_HANG_MS), n3);
+  dest_sent(ch, after, t);
+  print_message("repaired: it got %llu of %d calls\n",
+                (unsigned long long)(after[0] - before[0]), n3);
+  assert_true(after[0] - before[0] > 0);
+  assert_int_equal(g3.codes[SLUICE_STATUS_OK], n3);
+  sluice_channel_del(ch);
+}
+
 /* A slow method saturating does not starve a fast one. */
 static void test_path_limit(void **state) {
   trio *t = *state;
@@ -589,6 +649,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_split_btc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dead_destination, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_broken_destination, setup, teardown),
       cmocka_unit_test_setup_teardown(test_path_limit, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
