@@ -539,7 +539,7 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
       break;
     uv_cond_timedwait(&srv->cv, &srv->mu, end - now);
   }
-  srv->stopped = 1; /* late replies are freed by their thread from now on */
+  srv->stopped = 1; /* late finishes are parked until the loops are gone */
   uv_mutex_unlock(&srv->mu);
   /* Cancel what is left and stop each loop (joins its thread). Loop 0 last:
    * it owns the listeners. */
@@ -547,6 +547,7 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
     sluice__loop_del(srv->loops[i].loop, force_loop, &srv->loops[i]);
     sluice__objcache_drain(&srv->loops[i].call_cache);
   }
+  sluice__server_free_orphans(srv);
   for (size_t i = 0; i < srv->n_listeners; i++)
     if (srv->listeners[i].fd >= 0) {
       close(srv->listeners[i].fd);

@@ -98,6 +98,20 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     free(call);
 }
 
+void sluice__server_free_orphans(sluice_server *srv) {
+  uv_mutex_lock(&srv->mu);
+  srv->joined = 1;
+  sluice_server_call *call = srv->orphans;
+  srv->orphans = NULL;
+  uv_mutex_unlock(&srv->mu);
+  while (call) {
+    sluice_server_call *next = call->orphan_next;
+    sluice__admit_release(call, 0);
+    scall_free(call, 0);
+    call = next;
+  }
+}
+
 void sluice__scall_unref(sluice_server_call *call) {
   if (--call->refs == 0)
     scall_free(call, 1);
@@ -654,11 +668,20 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
                           : NULL;
   sluice_server *srv = call->srv;
   uv_mutex_lock(&srv->mu);
-  if (srv->stopped) {
+  if (srv->joined) {
     /* The loops are gone and the stream with them: nothing to send. */
     uv_mutex_unlock(&srv->mu);
     sluice__admit_release(call, 0);
     scall_free(call, 0);
+    return 0;
+  }
+  if (srv->stopped) {
+    /* The loops are being torn down and may still touch the call (closing
+     * its stream): it is freed once they have exited
+     * (sluice__server_free_orphans). */
+    call->orphan_next = srv->orphans;
+    srv->orphans = call;
+    uv_mutex_unlock(&srv->mu);
     return 0;
   }
   sluice__loop_post(call->sl->loop, &call->finish_task);

@@ -96,7 +96,12 @@ struct sluice_server {
   unsigned n_loops;
   unsigned next_loop;
   int started;
-  int stopped; /* guarded by mu: finish() after this frees calls directly */
+  int stopped; /* guarded by mu: the loops are being deleted; finish() from
+                  now on parks the call in orphans instead of posting */
+  int joined;  /* guarded by mu: every loop thread has exited; finish()
+                  from now on frees the call on its own thread */
+  struct sluice_server_call *orphans; /* guarded by mu: finished after
+                                         stopped, freed once joined */
   int shut_down;
   uv_mutex_t mu;
   uv_cond_t cv;
@@ -168,6 +173,7 @@ struct sluice_server_call {
   int timer_open;
   /* admission (server_admit.c; loop thread) */
   sluice_server_call *q_prev, *q_next; /* in sl's queue while queued */
+  sluice_server_call *orphan_next;     /* in srv->orphans */
   int queued;
   int slot;             /* holds a concurrency slot, given back by finish */
   uint64_t ready_ns;    /* request ready for the handler (queue entry) */
@@ -204,6 +210,9 @@ void sluice__sconn_close(sluice__sconn *sc, const char *reason);
 
 /* server_call.c */
 sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id);
+/* After every loop thread has exited: frees the calls finished while the
+ * loops were being deleted; later finishes free their call directly. */
+void sluice__server_free_orphans(sluice_server *srv);
 /* The request headers are complete and routed: set up receiving; a
  * client-streaming or bidi method is dispatched now. */
 void sluice__scall_headers_done(sluice_server_call *call);
