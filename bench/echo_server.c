@@ -1,6 +1,7 @@
 /* echo_server: the sluice side of the benchmarks, serving bench.Echo.
  *
  *   echo_server [--port N] [--host H] [--threads T]
+ *               [--tls_cert FILE --tls_key FILE]
  *
  * Unary answers with the request message itself (no copy on our side: the
  * decoded request is serialized straight into the response). Bidi sends
@@ -145,10 +146,14 @@ static void bidi(sluice_server_call *call, void *user_data) {
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
           "usage: %s [--port N] [--host H] [--threads T]\n"
+          "          [--tls_cert FILE --tls_key FILE]\n"
           "  --port N     port to listen on (default 50051; 0 picks a free "
           "one)\n"
           "  --host H     address to listen on (default 127.0.0.1)\n"
-          "  --threads T  server loop threads (default: one per core)\n",
+          "  --threads T  server loop threads (default: one per core)\n"
+          "  --tls_cert FILE, --tls_key FILE\n"
+          "               accept TLS only, with this certificate chain and "
+          "key (PEM)\n",
           prog);
 }
 
@@ -167,6 +172,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
+  const char *tls_cert = NULL, *tls_key = NULL;
   unsigned long port = 50051, threads = 0;
 
   for (int i = 1; i < argc; i++) {
@@ -184,6 +190,12 @@ int main(int argc, char **argv) {
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
       host = val;
+    } else if (strcmp(flag, "--tls_cert") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_cert = val;
+    } else if (strcmp(flag, "--tls_key") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_key = val;
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
       usage(stderr, prog);
@@ -194,6 +206,10 @@ int main(int argc, char **argv) {
       usage(stderr, prog);
       return 2;
     }
+  }
+  if (!tls_cert != !tls_key) {
+    fprintf(stderr, "%s: --tls_cert and --tls_key go together\n", prog);
+    return 2;
   }
 
   /* SIGINT / SIGTERM are taken by sigwait() here; blocked before any thread
@@ -220,8 +236,23 @@ int main(int argc, char **argv) {
   const Bench__Echo_SluiceHandlers handlers = {.unary = unary, .bidi = bidi};
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
-      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_new(&srv, opts)) != 0) {
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
+            sluice_strerror(rc));
+    goto out;
+  }
+  if (tls_cert) {
+    sluice_tls_server_config tls;
+    sluice_tls_server_config_init(&tls);
+    tls.cert.file = tls_cert;
+    tls.key.file = tls_key;
+    if ((rc = sluice_server_opts_set_tls(opts, &tls)) != 0) {
+      fprintf(stderr, "%s: TLS: %s (%s)\n", prog, sluice_strerror(rc),
+              sluice_server_opts_last_error(opts));
+      goto out;
+    }
+  }
+  if ((rc = sluice_server_new(&srv, opts)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

@@ -20,8 +20,10 @@
 #                        [--concurrency N] [--out FILE] [--no-pin]
 #
 # Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
-# docs/results/compare-<date>.md. 64 cells: ~6 min at 5 s, ~3.5 min at
-# 3 s. Progress on stderr; the markdown tables (ratios are sluice /
+# docs/results/compare-<date>.md. 80 cells: ~8 min at 5 s, ~4.5 min at
+# 3 s. Then (c) bidi ping-pong (sluice-bench --bidi) and (d) TLS (h2load
+# over https, servers restarted with a test certificate) against both
+# servers, closed loop. Progress on stderr; the markdown tables (ratios are sluice /
 # gRPC) on stdout and in the out file.
 #
 # Pinning: with taskset and at least 2 CPUs, every server runs on CPU 0
@@ -47,7 +49,7 @@ while [ $# -gt 0 ]; do
   --concurrency) conc=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   --no-pin) pin=0; shift ;;
-  -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
   *) echo "run_compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -119,7 +121,8 @@ done
 # start_server NAME BINARY -> sets port_NAME
 start_server() {
   local name=$1 bin=$2
-  "${srv_pin[@]}" "$bin" --port 0 --threads 1 >"$tmp/$name.port" 2>"$tmp/$name.log" &
+  shift 2
+  "${srv_pin[@]}" "$bin" --port 0 --threads 1 "$@" >"$tmp/$name.port" 2>"$tmp/$name.log" &
   pids+=($!)
   local i=0
   until grep -q listening "$tmp/$name.port" 2>/dev/null; do
@@ -150,14 +153,15 @@ else:
 EOF
 }
 
-# h2load PORT SIZE CONNS: closed loop, conc streams in total.
+# h2load PORT SIZE CONNS [SCHEME]: closed loop, conc streams in total
+# (SCHEME https: over TLS, no certificate check).
 run_h2load() {
-  local port=$1 size=$2 c=$3
+  local port=$1 size=$2 c=$3 scheme=${4:-http}
   local m=$(((conc + c - 1) / c))
   "${gen_pin[@]}" h2load -D "$(ms "$dur")ms" --warm-up-time="$(ms "$warm")ms" \
     -c "$c" -m "$m" -t 1 -H "content-type: application/grpc" -H "te: trailers" \
     -d "$tmp/req$size.bin" --log-file="$tmp/h2.log" \
-    "http://127.0.0.1:$port/bench.Echo/Unary" >"$tmp/h2.out" 2>&1 || {
+    "$scheme://127.0.0.1:$port/bench.Echo/Unary" >"$tmp/h2.out" 2>&1 || {
     cat "$tmp/h2.out" >&2
     echo "0 - - - 1"
     return
@@ -181,6 +185,15 @@ run_sbench() {
   [ -n "$rate" ] && load=(--rate "$rate" --max-outstanding 10000)
   "${gen_pin[@]}" "$sbench" --target "127.0.0.1:$port" --method /bench.Echo/Unary \
     --size "$size" "${load[@]}" --connections "$c" --duration "$dur" \
+    --warmup "$warm" --lb rr --json --quiet >"$tmp/sb.json" 2>"$tmp/sb.err" || true
+  if [ -s "$tmp/sb.json" ]; then json_pick "$tmp/sb.json" sbench; else cat "$tmp/sb.err" >&2; echo "0 - - - 1"; fi
+}
+
+# sbench_bidi PORT SIZE CONNS: conc ping-pong streams on /bench.Echo/Bidi.
+run_sbench_bidi() {
+  local port=$1 size=$2 c=$3
+  "${gen_pin[@]}" "$sbench" --target "127.0.0.1:$port" --bidi \
+    --size "$size" --concurrency "$conc" --connections "$c" --duration "$dur" \
     --warmup "$warm" --lb rr --json --quiet >"$tmp/sb.json" 2>"$tmp/sb.err" || true
   if [ -s "$tmp/sb.json" ]; then json_pick "$tmp/sb.json" sbench; else cat "$tmp/sb.err" >&2; echo "0 - - - 1"; fi
 }
@@ -285,7 +298,7 @@ res=$tmp/results.md
 } >"$res"
 
 # ---- (a) servers
-declare -A max_s max_g
+declare -A max_s max_g agree
 {
   echo
   echo "### (a) Servers: the same load generator, sluice server vs gRPC C++ server (closed loop)"
@@ -310,10 +323,32 @@ for gen in "${gens[@]}"; do
       cg=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_grpc")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$g" 1)")
       log "    $g, server CPU $cg us/call"
       if [ "$gen" = sluice-bench ]; then max_s[$size.$c]=$(f "$s" 1); max_g[$size.$c]=$(f "$g" 1); fi
+      agree[$gen.sluice.$size.$c]=$(f "$s" 1)
+      agree[$gen.grpc.$size.$c]=$(f "$g" 1)
       echo "| $gen | $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $cs / $cg | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
     done
   done
 done
+
+# The two load generators against the same server, from the rows above.
+if [ $have_h2load = 1 ] && [ $have_sbench = 1 ]; then
+  {
+    echo
+    echo "### (a') The load generators agree: sluice-bench vs h2load against the same server (closed loop, from (a))"
+    echo
+    echo "| server | size | conns | h2load calls/s | sluice-bench calls/s | sluice-bench / h2load |"
+    echo "|---|---|---|---|---|---|"
+    for srv in sluice grpc; do
+      for size in 64 4096; do
+        for c in 1 8; do
+          h=${agree[h2load.$srv.$size.$c]}
+          b=${agree[sluice-bench.$srv.$size.$c]}
+          echo "| $srv | $size | $c | $h | $b | $(ratio "$b" "$h") |"
+        done
+      done
+    done
+  } >>"$res"
+fi
 
 if [ $have_sbench = 1 ]; then
   open_tables a "Servers" "sluice-bench --rate" max_s max_g
@@ -344,6 +379,62 @@ for size in 64 4096; do
   done
 done
 open_tables b "Clients" "the clients' --rate, against the sluice echo_server" cmax_s cmax_g
+# ---- (c) bidi ping-pong and (d) TLS: servers, closed loop
+if [ $have_sbench = 1 ]; then
+  {
+    echo
+    echo "### (c) Bidi ping-pong: sluice-bench --bidi ($conc streams, one message in flight each) against each server"
+    echo
+    echo "| size | conns | sluice msgs/s | gRPC msgs/s | ratio | server CPU us/msg s / g | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+  } >>"$res"
+  for size in 64 4096; do
+    for c in 1 8; do
+      log "(c) bidi, $size B, $c conn: sluice server"
+      t0=$(ticks "$pid_sluice")
+      s=$(run_sbench_bidi "$port_sluice" $size $c)
+      cs=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_sluice")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$s" 1)")
+      log "    $s, server CPU $cs us/msg"
+      log "(c) bidi, $size B, $c conn: gRPC server"
+      t0=$(ticks "$pid_grpc")
+      g=$(run_sbench_bidi "$port_grpc" $size $c)
+      cg=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_grpc")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$g" 1)")
+      log "    $g, server CPU $cg us/msg"
+      echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $cs / $cg | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+    done
+  done
+fi
+if [ $have_h2load = 1 ] && command -v openssl >/dev/null; then
+  "$root/scripts/gen-test-certs.sh" "$tmp/certs" >/dev/null 2>&1
+  # The plaintext servers are stopped first: one server per core at a time.
+  kill "$pid_sluice" "$pid_grpc" 2>/dev/null || true
+  wait "$pid_sluice" "$pid_grpc" 2>/dev/null || true
+  start_server sluice_tls "$s_server" --tls_cert "$tmp/certs/server.pem" --tls_key "$tmp/certs/server.key"
+  start_server grpc_tls "$g_server" --tls_cert "$tmp/certs/server.pem" --tls_key "$tmp/certs/server.key"
+  {
+    echo
+    echo "### (d) TLS: h2load over TLS 1.3 (one handshake per connection) against each server, closed loop"
+    echo
+    echo "| size | conns | sluice calls/s | gRPC calls/s | ratio | server CPU us/call s / g | sluice p50 / p99 / p99.9 | gRPC p50 / p99 / p99.9 | err s/g |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+  } >>"$res"
+  for size in 64 4096; do
+    for c in 1 8; do
+      log "(d) TLS, $size B, $c conn: sluice server"
+      t0=$(ticks "$pid_sluice_tls")
+      s=$(run_h2load "$port_sluice_tls" $size $c https)
+      cs=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_sluice_tls")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$s" 1)")
+      log "    $s, server CPU $cs us/call"
+      log "(d) TLS, $size B, $c conn: gRPC server"
+      t0=$(ticks "$pid_grpc_tls")
+      g=$(run_h2load "$port_grpc_tls" $size $c https)
+      cg=$(per_call "$(awk -v a="$t0" -v b="$(ticks "$pid_grpc_tls")" -v hz="$hz" 'BEGIN{print (b - a) / hz}')" "$(f "$g" 1)")
+      log "    $g, server CPU $cg us/call"
+      echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $cs / $cg | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
+    done
+  done
+fi
+
 notes+=("Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg) (the run itself adds about 2).")
 if [ ${#notes[@]} -gt 0 ]; then
   {

@@ -2,6 +2,7 @@
 // bench.Echo with gRPC's callback API.
 //
 //   echo_server [--port N] [--host H] [--threads T]
+//               [--tls_cert FILE --tls_key FILE]
 //
 // Unary: a default reactor (ServerUnaryReactor); the response takes over
 // the request's payload (a swap, no copy) and the call finishes at once.
@@ -16,6 +17,8 @@
 //
 // Prints "listening on <port>" on stdout once it accepts (port 0 picks a
 // free one). SIGINT or SIGTERM shut it down gracefully (2 s drain).
+#include <fstream>
+#include <sstream>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 #include <pthread.h>
@@ -80,10 +83,12 @@ class EchoService final : public bench::Echo::CallbackService {
 void Usage(FILE *f, const char *prog) {
   std::fprintf(f,
                "usage: %s [--port N] [--host H] [--threads T]\n"
+               "          [--tls_cert FILE --tls_key FILE]\n"
                "  --port N     port to listen on (default 50051; 0 picks a "
                "free one)\n"
                "  --host H     address to listen on (default 127.0.0.1)\n"
-               "  --threads T  thread hint (ResourceQuota max threads)\n",
+               "  --threads T  thread hint (ResourceQuota max threads)\n"
+               "  --tls_cert FILE, --tls_key FILE  TLS only (PEM)\n",
                prog);
 }
 
@@ -101,9 +106,20 @@ bool ParseUint(const char *s, unsigned long max, unsigned long *out) {
 
 } // namespace
 
+// The whole of a file into *out; false if it cannot be read.
+bool ReadFile(const std::string &path, std::string *out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
 int main(int argc, char **argv) {
   const char *prog = argv[0];
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1", tls_cert, tls_key;
   unsigned long port = 50051, threads = 0;
   for (int i = 1; i < argc; i++) {
     std::string flag = argv[i];
@@ -121,6 +137,10 @@ int main(int argc, char **argv) {
       ok = val != nullptr && *val != '\0';
       if (ok)
         host = val;
+    } else if (flag == "--tls_cert" || flag == "--tls_key") {
+      ok = val != nullptr && *val != '\0';
+      if (ok)
+        (flag == "--tls_cert" ? tls_cert : tls_key) = val;
     } else {
       std::fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag.c_str());
       Usage(stderr, prog);
@@ -149,8 +169,19 @@ int main(int argc, char **argv) {
   EchoService service;
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &bound_port);
+  std::shared_ptr<grpc::ServerCredentials> creds =
+      grpc::InsecureServerCredentials();
+  if (!tls_cert.empty() || !tls_key.empty()) {
+    std::string cert, key;
+    if (!ReadFile(tls_cert, &cert) || !ReadFile(tls_key, &key)) {
+      std::fprintf(stderr, "%s: cannot read --tls_cert / --tls_key\n", prog);
+      return 2;
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({key, cert});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(address, creds, &bound_port);
   builder.RegisterService(&service);
   if (threads > 0) {
     grpc::ResourceQuota quota("echo_server");
