@@ -126,18 +126,34 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = SLUICE__CONN_RBUF_SIZE;
 }
 
+/* A clean end (everything flushed): over TLS a close_notify goes out first,
+ * in one best-effort write (a few dozen bytes on an idle socket), so the
+ * peer sees a proper end rather than a truncation. */
+static void close_gracefully(sluice__conn *c, const char *reason) {
+  if (c->tls && sluice__tls_established(c->tls)) {
+    uint8_t alert[256]; /* a close_notify record is ~24-31 bytes */
+    sluice__tls_close_notify(c->tls);
+    size_t n = sluice__tls_take(c->tls, alert, sizeof alert);
+    if (n) {
+      uv_buf_t b = uv_buf_init((char *)alert, (unsigned)n);
+      (void)uv_try_write(&c->io.stream, &b, 1);
+    }
+  }
+  sluice__conn_close(c, reason);
+}
+
 /* A session that neither wants to read nor write is finished (GOAWAY sent
  * or received and every stream done, or a fatal error was queued). */
 static void check_done(sluice__conn *c) {
   if (c->closing || c->writing || !c->session)
     return;
   if (c->close_when_flushed && !nghttp2_session_want_write(c->session)) {
-    sluice__conn_close(c, "connection drained");
+    close_gracefully(c, "connection drained");
     return;
   }
   if (nghttp2_session_want_read(c->session) == 0 &&
       nghttp2_session_want_write(c->session) == 0)
-    sluice__conn_close(c, "connection finished (GOAWAY)");
+    close_gracefully(c, "connection finished (GOAWAY)");
 }
 
 void sluice__conn_close_when_flushed(sluice__conn *c) {

@@ -385,6 +385,14 @@ size_t sluice__tls_take(sluice__tls *t, uint8_t *buf, size_t cap) {
   return n > 0 ? (size_t)n : 0;
 }
 
+void sluice__tls_close_notify(sluice__tls *t) {
+  if (!t->established || (SSL_get_shutdown(t->ssl) & SSL_SENT_SHUTDOWN))
+    return;
+  ERR_clear_error();
+  SSL_shutdown(t->ssl); /* 0: sent, the peer's own alert is not awaited */
+  ERR_clear_error();
+}
+
 const char *sluice__tls_error(const sluice__tls *t) { return t->err; }
 
 char *sluice__tls_peer_subject(const sluice__tls *t) {

@@ -71,6 +71,11 @@ size_t sluice__tls_pending(const sluice__tls *t);
 /* Moves up to cap bytes of ciphertext to buf; returns the count. */
 size_t sluice__tls_take(sluice__tls *t, uint8_t *buf, size_t cap);
 
+/* Queues a close_notify alert (graceful close; once; only after the
+ * handshake): the caller sends what sluice__tls_take then returns before
+ * closing the socket, so the peer can tell the end from a truncation. */
+void sluice__tls_close_notify(sluice__tls *t);
+
 /* Why the connection failed, for a status message ("" if it did not). */
 const char *sluice__tls_error(const sluice__tls *t);
 

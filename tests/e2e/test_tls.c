@@ -816,6 +816,47 @@ static void test_renegotiation_refused(void **state) {
   srv_free(s);
 }
 
+typedef struct delayed_shutdown {
+  sluice_server *srv;
+  unsigned after_ms;
+} delayed_shutdown;
+
+static void *shutdown_later(void *p) {
+  delayed_shutdown *d = p;
+  e2e_sleep_ms(d->after_ms);
+  sluice_server_shutdown(d->srv, 2000);
+  return NULL;
+}
+
+/* A graceful close ends TLS with a close_notify alert, so the peer can tell
+ * the end of the connection from a truncation: s_client (HTTP/2 preface and
+ * an empty SETTINGS sent, then idle) must see the server's GOAWAY and a
+ * clean close, not "unexpected eof". */
+static void test_close_notify(void **state) {
+  (void)state;
+  tls_srv *s = tls_server("server.pem", "server.key", NULL, 0);
+  delayed_shutdown d = {s->srv, 1000};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, shutdown_later, &d), 0);
+  int status;
+  char *out =
+      s_client(s->port,
+               "(printf 'PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n"
+               "\\000\\000\\000\\004\\000\\000\\000\\000\\000'; sleep 4)",
+               "-alpn h2 -ign_eof", &status);
+  pthread_join(th, NULL);
+  print_outcome("graceful close", out, status);
+  assert_int_not_equal(status, 124); /* the server closed, no timeout */
+  if (!contains_ci(out, "ALPN protocol: h2"))
+    fail_msg("handshake failed:\n%s", out);
+  if (!strstr(out, "shutdown")) /* the GOAWAY's debug data */
+    fail_msg("no GOAWAY seen:\n%s", out);
+  if (contains_ci(out, "unexpected eof"))
+    fail_msg("closed without close_notify:\n%s", out);
+  free(out);
+  srv_free(s);
+}
+
 /* A handshake that offers ALPN alpn_args (none, or without h2) must be
  * refused with a no_application_protocol alert (-ign_eof keeps s_client
  * reading; only the 10 s timeout would end a connection left open). */
@@ -1011,6 +1052,7 @@ int main(void) {
       cmocka_unit_test(test_fixture_over_tls),
       cmocka_unit_test(test_renegotiation_refused),
       cmocka_unit_test(test_alpn_required),
+      cmocka_unit_test(test_close_notify),
       cmocka_unit_test(test_config_errors),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
