@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -539,8 +540,13 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
       break;
     uv_cond_timedwait(&srv->cv, &srv->mu, end - now);
   }
-  srv->stopped = 1; /* late finishes are parked until the loops are gone */
+  /* Late finishes are parked until the loops are gone ... */
+  __atomic_store_n(&srv->stopped, 1, __ATOMIC_SEQ_CST);
   uv_mutex_unlock(&srv->mu);
+  /* ... and those that checked before are posted before a loop goes. */
+  for (unsigned i = 0; i < srv->n_loops; i++)
+    while (__atomic_load_n(&srv->loops[i].finishing, __ATOMIC_SEQ_CST) != 0)
+      sched_yield();
   /* Cancel what is left and stop each loop (joins its thread). Loop 0 last:
    * it owns the listeners. */
   for (unsigned i = srv->n_loops; i-- > 0;) {

@@ -667,6 +667,19 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
                           ? strdup(message ? message : "")
                           : NULL;
   sluice_server *srv = call->srv;
+  sluice__sloop *sl = call->sl;
+  /* The common case takes no lock shared between loops: announce this
+   * finish on the call's loop, then check stopped. Shutdown sets stopped,
+   * then waits for every loop's count to drop to 0 before deleting the
+   * loops (both sides sequentially consistent: either this sees stopped,
+   * or shutdown sees the count and waits for the post). */
+  __atomic_add_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&srv->stopped, __ATOMIC_SEQ_CST)) {
+    sluice__loop_post(sl->loop, &call->finish_task);
+    __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
+    return 0;
+  }
+  __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
   uv_mutex_lock(&srv->mu);
   if (srv->joined) {
     /* The loops are gone and the stream with them: nothing to send. */
@@ -675,16 +688,11 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
     scall_free(call, 0);
     return 0;
   }
-  if (srv->stopped) {
-    /* The loops are being torn down and may still touch the call (closing
-     * its stream): it is freed once they have exited
-     * (sluice__server_free_orphans). */
-    call->orphan_next = srv->orphans;
-    srv->orphans = call;
-    uv_mutex_unlock(&srv->mu);
-    return 0;
-  }
-  sluice__loop_post(call->sl->loop, &call->finish_task);
+  /* The loops are being torn down and may still touch the call (closing
+   * its stream): it is freed once they have exited
+   * (sluice__server_free_orphans). */
+  call->orphan_next = srv->orphans;
+  srv->orphans = call;
   uv_mutex_unlock(&srv->mu);
   return 0;
 }

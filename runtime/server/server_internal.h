@@ -82,6 +82,8 @@ struct sluice__sloop {
   int codel_timer_open;
   int closing; /* the loop is being torn down: admit nothing more */
   sluice__objcache call_cache; /* freed call objects (loop thread only) */
+  int finishing; /* atomic: finish() calls on this loop's calls between
+                    their check of srv->stopped and their post */
 };
 
 struct sluice_server {
@@ -96,8 +98,9 @@ struct sluice_server {
   unsigned n_loops;
   unsigned next_loop;
   int started;
-  int stopped; /* guarded by mu: the loops are being deleted; finish() from
-                  now on parks the call in orphans instead of posting */
+  int stopped; /* written under mu, read atomically: the loops are being
+                  deleted; finish() from now on parks the call in orphans
+                  instead of posting */
   int joined;  /* guarded by mu: every loop thread has exited; finish()
                   from now on frees the call on its own thread */
   struct sluice_server_call *orphans; /* guarded by mu: finished after
