@@ -8,13 +8,24 @@
  * generated code for the method it calls.
  *
  * Threads: every connection is one sluice channel with one ipv4:/ipv6:
- * destination, hence one TCP connection, running on its own loop thread.
- * Completion callbacks of a channel all run on its loop thread, so each
- * channel keeps its own statistics without locks; they are merged at the
- * end. Closed loop: a completion starts the next call on the same channel,
- * from the loop thread (no hand-off). Open loop: --threads generator threads
- * follow a precomputed schedule (sb_sched.h) and spread calls round robin over
- * the channels; latency is measured from each call's intended send time. */
+ * destination, hence one TCP connection. --threads worker threads each run
+ * one libuv loop; channel i is made on loop i mod T (sluice_channel_opts_
+ * set_loop), so its completion callbacks run on that thread, and every
+ * call starts on that thread too: no hand-off between threads per call.
+ * Each worker keeps its own statistics without locks; they are merged at
+ * the end. The main thread only hands each loop a command per phase (start,
+ * stop, a barrier, quit: uv_async) and reports progress.
+ *
+ * Closed loop: a completion starts the next call of its slot on the same
+ * channel, from the loop thread; after a failed call, the slot restarts
+ * from the worker's timer RETRY_NS later (never from the completion, so
+ * calls that fail at once cannot spin the loop).
+ * Open loop: each worker runs its share of the schedule (sb_sched.h, rate
+ * R/T: interleaved uniform offsets or independent Poisson processes) from
+ * a timerfd polled on its loop, armed at the next intended send time but
+ * at most one wake per MIN_WAKE_NS, and starts the due calls round robin
+ * on its own channels; latency is measured from each call's intended send
+ * time. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +38,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 
@@ -110,8 +123,11 @@ static void usage(FILE *f, const char *prog) {
       "calls\n"
       "                         spread round robin (default 1)\n"
       "  --threads T            event-loop threads the connections are "
-      "spread over,\n"
-      "                         and open-loop generator threads (default 1)\n"
+      "spread over;\n"
+      "                         in open loop each sends its share of the "
+      "calls\n"
+      "                         (default 1; at most --connections are "
+      "used)\n"
       "  --duration S           measured seconds (default 10)\n"
       "  --warmup S             seconds before measuring (default 1)\n"
       "  --deadline MS          per-call deadline (default none)\n"
@@ -324,74 +340,205 @@ static int parse_args(int argc, char **argv, config *c) {
 
 /* ---- the run */
 
+/* Open loop: a worker's timer wakes it at most once per MIN_WAKE_NS (at
+ * high rates calls then leave in small bursts, up to 50 us after their
+ * intended times, and that counts in their latency), and one wake starts
+ * at most PUMP_MAX calls before the loop gets to do I/O again. */
+#define MIN_WAKE_NS 50000u
+#define PUMP_MAX 256
+/* Closed loop: a slot whose call failed starts its next call this long
+ * after the failure, from the worker's timer, not from the completion. */
+#define RETRY_NS 100000u
+/* Open loop: a call intended before the end of a phase may still leave up
+ * to this long after it (the last wake can come up to MIN_WAKE_NS after
+ * the end); later it counts as never sent. */
+#define STOP_GRACE_NS 10000000u
+
 typedef struct bench bench;
+typedef struct worker worker;
+typedef struct slot slot;
 
 typedef struct chan {
   sluice_channel *ch;
-  bench *b;
-  sb_stats stats; /* written on the channel's loop thread only */
-  char first_error[200];
-  uint64_t resp_bytes;   /* of recorded successful calls (loop thread) */
-  _Atomic uint64_t done; /* completions, for progress */
-  _Atomic uint64_t failed;
+  worker *w; /* the worker whose loop runs it */
 } chan;
+
+/* Commands of the main thread to a worker (see send_cmd). */
+enum { CMD_START = 1, CMD_STOP, CMD_SYNC, CMD_QUIT };
+
+/* A worker thread runs one libuv loop for channels index, index +
+ * n_workers, ... (like h2load's -t). A channel on a user loop must be made
+ * on the thread that runs the loop, so the worker makes its own. Every
+ * call of those channels starts on this thread (the completion of the
+ * previous one, or the worker's timer) and completes on it, so nothing
+ * below is shared with another thread except where noted. */
+struct worker {
+  bench *b;
+  unsigned index, n_workers;
+  const char *target;
+  uv_loop_t loop;
+  pthread_t th;
+  int rc;
+  _Atomic int state; /* 0 starting, 1 running, -1 failed */
+  /* Commands: the main thread stores cmd, then cmd_seq (release), wakes
+   * the loop with ctl and waits until the loop, having run the command,
+   * stores ack_seq (release). One command at a time. */
+  uv_async_t ctl;
+  int cmd;
+  _Atomic unsigned cmd_seq, ack_seq;
+  unsigned seen_seq;
+  chan **own; /* the channels of this loop */
+  unsigned n_own, rr;
+  /* The timer: a timerfd polled on the loop (libuv's timers tick in ms).
+   * Open loop: armed at the next intended send time; closed loop: at the
+   * restart of parked slots. */
+  int tfd;
+  uv_poll_t tpoll;
+  int quitting;
+  /* Open loop: this loop's share of the schedule. */
+  int phase;        /* of the running schedule */
+  int sched_active; /* until the end of the phase (or CMD_STOP) */
+  int behind;       /* due calls are waiting for a free slot */
+  sb_sched sched;   /* read by main after CMD_STOP */
+  uint64_t unsent;  /* likewise */
+  /* Closed loop: slots whose call failed, waiting for the timer. */
+  slot *parked;
+  /* Statistics of the current phase; read by main after CMD_SYNC. */
+  sb_stats stats;
+  char first_error[200];
+  uint64_t resp_bytes;           /* of recorded successful calls */
+  _Atomic uint64_t done, failed; /* completions, for progress (any thread) */
+};
 
 struct bench {
   const config *cfg;
   chan *chans;
   unsigned n_chans;
+  worker *workers;
+  unsigned n_workers;
   sluice_method_desc method;
   ProtobufCMessage *req;
   sluice_call_opts copts;
   _Atomic int phase; /* completions of another phase are not recorded */
-  uint64_t record_from_ns, end_ns;
+  /* The current phase: written by main before CMD_START, then read-only. */
+  double rate;
+  uint64_t start_ns, record_from_ns, end_ns;
+  slot *slots; /* closed loop: concurrency slots */
   _Atomic long outstanding;
   _Atomic uint64_t start_failed;
 };
 
 /* One unary call in flight (closed loop: reused for the next call). */
-typedef struct slot {
+struct slot {
   chan *c;
   uint64_t t0; /* sent (closed loop) or intended (open loop) */
   int phase;
   int closed;
-} slot;
+  slot *next; /* in the worker's parked list */
+};
 
 static void record(chan *c, int phase, uint64_t t0, const sluice_status *st,
                    const ProtobufCMessage *resp, uint64_t now) {
-  bench *b = c->b;
+  worker *w = c->w;
+  bench *b = w->b;
   if (phase == atomic_load_explicit(&b->phase, memory_order_relaxed) &&
       t0 >= b->record_from_ns && t0 < b->end_ns) {
-    sb_stats_record(&c->stats, (int)st->code, now > t0 ? now - t0 : 0);
+    sb_stats_record_status(&w->stats, (int)st->code, st->message,
+                           now > t0 ? now - t0 : 0);
     if (resp)
-      c->resp_bytes += protobuf_c_message_get_packed_size(resp);
-    if (st->code != SLUICE_STATUS_OK && !c->first_error[0])
-      snprintf(c->first_error, sizeof c->first_error, "%s: %s",
+      w->resp_bytes += protobuf_c_message_get_packed_size(resp);
+    if (st->code != SLUICE_STATUS_OK && !w->first_error[0])
+      snprintf(w->first_error, sizeof w->first_error, "%s: %s",
                sluice_status_name(st->code), st->message ? st->message : "");
   }
-  atomic_fetch_add_explicit(&c->done, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&w->done, 1, memory_order_relaxed);
   if (st->code != SLUICE_STATUS_OK)
-    atomic_fetch_add_explicit(&c->failed, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->failed, 1, memory_order_relaxed);
 }
 
+/* The worker's timer at absolute time t (sluice_now_ns()'s clock, which is
+ * CLOCK_MONOTONIC); a time already past fires on the next loop turn. */
+static void arm(worker *w, uint64_t t) {
+  if (w->quitting)
+    return;
+  struct itimerspec it = {{0, 0}, {0, 0}};
+  it.it_value.tv_sec = (time_t)(t / 1000000000u);
+  it.it_value.tv_nsec = (long)(t % 1000000000u);
+  if (it.it_value.tv_sec == 0 && it.it_value.tv_nsec == 0)
+    it.it_value.tv_nsec = 1; /* zero would disarm */
+  timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &it, NULL);
+}
+
+static void disarm(worker *w) {
+  struct itimerspec it = {{0, 0}, {0, 0}};
+  if (w->tfd >= 0)
+    timerfd_settime(w->tfd, 0, &it, NULL);
+}
+
+static void pump(worker *w);
+
 static int start_unary(bench *b, slot *s);
+
+/* Closed loop: a failed slot restarts from the timer, RETRY_NS later. */
+static void park(worker *w, slot *s, uint64_t now) {
+  s->next = w->parked;
+  if (!w->parked)
+    arm(w, now + RETRY_NS);
+  w->parked = s;
+}
+
+/* Restarts the parked slots (restart != 0, while their phase runs) or
+ * releases them. */
+static void unpark(worker *w, int restart) {
+  bench *b = w->b;
+  slot *s = w->parked;
+  w->parked = NULL;
+  uint64_t now = sluice_now_ns();
+  while (s) {
+    slot *next = s->next;
+    if (restart && !w->quitting && now < b->end_ns &&
+        s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
+      s->t0 = now;
+      if (start_unary(b, s) == 0) {
+        s = next;
+        continue;
+      }
+    }
+    atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+    s = next;
+  }
+}
 
 static void unary_done(const sluice_status *st, const ProtobufCMessage *resp,
                        void *ud) {
   slot *s = ud;
   chan *c = s->c;
-  bench *b = c->b;
+  worker *w = c->w;
+  bench *b = w->b;
   uint64_t now = sluice_now_ns();
   record(c, s->phase, s->t0, st, resp, now);
-  if (s->closed && now < b->end_ns &&
-      s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
-    s->t0 = now;
-    if (start_unary(b, s) == 0)
-      return;
+  if (s->closed) {
+    if (!w->quitting &&
+        s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed) &&
+        now < b->end_ns) {
+      /* After a failure the next call waits for the timer: a call failed
+       * at once (a local drop, UNAVAILABLE fail-fast) would otherwise
+       * start the next at once, spinning the loop. */
+      if (st->code != SLUICE_STATUS_OK) {
+        park(w, s, now);
+        return;
+      }
+      s->t0 = now;
+      if (start_unary(b, s) == 0)
+        return;
+    }
+    atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+    return;
   }
-  if (!s->closed)
-    free(s);
+  free(s);
   atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+  if (w->sched_active && w->behind)
+    pump(w); /* a slot is free and calls are waiting for one */
 }
 
 static int start_unary(bench *b, slot *s) {
@@ -413,12 +560,13 @@ static void bidi_message(sluice_call *call, const ProtobufCMessage *msg,
                          void *ud) {
   stream *s = ud;
   chan *c = s->c;
-  bench *b = c->b;
+  bench *b = c->w->b;
   uint64_t now = sluice_now_ns();
   sluice_status ok = {.code = SLUICE_STATUS_OK};
   record(c, s->phase, s->t0, &ok, msg, now);
-  if (now < b->end_ns &&
-      s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed)) {
+  if (!c->w->quitting &&
+      s->phase == atomic_load_explicit(&b->phase, memory_order_relaxed) &&
+      now < b->end_ns) {
     s->t0 = now;
     if (sluice_call_send(call, b->req) == 0)
       return;
@@ -432,7 +580,7 @@ static void bidi_done(sluice_call *call, const sluice_status *st, void *ud) {
   stream *s = ud;
   if (st->code != SLUICE_STATUS_OK)
     record(s->c, s->phase, s->t0, st, NULL, sluice_now_ns());
-  bench *b = s->c->b;
+  bench *b = s->c->w->b;
   free(s);
   atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
 }
@@ -458,14 +606,160 @@ static int start_stream(bench *b, chan *c, int phase) {
   return 0;
 }
 
-/* An open-loop generator thread. */
-typedef struct gen {
-  bench *b;
-  sb_sched sched;
-  unsigned rr;
-  uint64_t unsent;
-  pthread_t th;
-} gen;
+/* Open loop: the schedule has reached the end of the phase, or main
+ * stopped it (STOP_GRACE_NS after the end): the calls intended before the
+ * end that are still owed then are never sent. */
+static void end_schedule(worker *w) {
+  if (!w->sched_active)
+    return;
+  w->sched_active = 0;
+  w->unsent = sb_sched_skip_until(&w->sched, w->b->end_ns);
+  disarm(w);
+}
+
+/* Open loop: starts every call of this worker's schedule that is due, on
+ * its channels round robin, then arms the timer for the next one. */
+static void pump(worker *w) {
+  bench *b = w->b;
+  long max_out = (long)b->cfg->max_outstanding;
+  for (int n = 0;; n++) {
+    uint64_t now = sluice_now_ns();
+    if (sb_sched_peek(&w->sched) >= b->end_ns) {
+      end_schedule(w); /* every call intended in the phase has left */
+      return;
+    }
+    if (n == PUMP_MAX) {
+      arm(w, now); /* let the loop do I/O first, then go on */
+      return;
+    }
+    if (atomic_load_explicit(&b->outstanding, memory_order_acquire) >=
+        max_out) {
+      if (sb_sched_peek(&w->sched) <= now)
+        w->behind = 1;
+      arm(w, now + MIN_WAKE_NS); /* or a completion here frees a slot */
+      return;
+    }
+    uint64_t intended;
+    if (!sb_sched_next(&w->sched, now, w->behind, &intended)) {
+      w->behind = 0;
+      arm(w, intended > now + MIN_WAKE_NS ? intended : now + MIN_WAKE_NS);
+      return;
+    }
+    slot *s = malloc(sizeof *s);
+    if (!s) {
+      atomic_fetch_add(&b->start_failed, 1);
+      continue;
+    }
+    s->c = w->own[w->rr];
+    w->rr = (w->rr + 1) % w->n_own;
+    s->t0 = intended;
+    s->phase = w->phase;
+    s->closed = 0;
+    s->next = NULL;
+    atomic_fetch_add_explicit(&b->outstanding, 1, memory_order_relaxed);
+    if (start_unary(b, s) != 0) {
+      atomic_fetch_sub_explicit(&b->outstanding, 1, memory_order_release);
+      free(s);
+    }
+  }
+}
+
+static void on_timer(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  worker *w = h->data;
+  uint64_t expirations;
+  if (read(w->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+    return;
+  if (w->sched_active)
+    pump(w);
+  else if (w->parked)
+    unpark(w, 1);
+}
+
+/* CMD_START on the loop thread: this worker's part of a phase. */
+static void start_phase(worker *w) {
+  bench *b = w->b;
+  const config *cfg = b->cfg;
+  int phase = atomic_load(&b->phase);
+  sb_stats_init(&w->stats);
+  w->first_error[0] = 0;
+  w->resp_bytes = 0;
+  w->unsent = 0;
+  w->behind = 0;
+  w->phase = phase;
+  if (b->rate > 0) {
+    /* Uniform: the workers interleave (worker k is k gaps of the whole
+     * schedule later); Poisson: n independent processes of rate R/n add
+     * up to one of rate R. */
+    double gap_ns = 1e9 / b->rate;
+    sb_sched_init(&w->sched, cfg->arrival, b->rate / w->n_workers,
+                  b->start_ns + (uint64_t)(w->index * gap_ns),
+                  cfg->seed + w->index, (uint64_t)(cfg->late_ms * 1e6));
+    w->sched_active = 1;
+    arm(w, sb_sched_peek(&w->sched));
+  } else if (cfg->bidi) {
+    for (unsigned i = 0; i < cfg->concurrency; i++) {
+      chan *c = &b->chans[i % b->n_chans];
+      if (c->w != w)
+        continue;
+      atomic_fetch_add(&b->outstanding, 1);
+      if (start_stream(b, c, phase) != 0) {
+        atomic_fetch_sub(&b->outstanding, 1);
+        atomic_fetch_add(&b->start_failed, 1);
+      }
+    }
+  } else {
+    for (unsigned i = 0; b->slots && i < cfg->concurrency; i++) {
+      slot *s = &b->slots[i];
+      if (s->c->w != w)
+        continue;
+      s->t0 = sluice_now_ns();
+      atomic_fetch_add(&b->outstanding, 1);
+      if (start_unary(b, s) != 0)
+        atomic_fetch_sub(&b->outstanding, 1);
+    }
+  }
+}
+
+static void on_tpoll_closed(uv_handle_t *h) {
+  worker *w = h->data;
+  close(w->tfd);
+  w->tfd = -1;
+}
+
+static void on_ctl(uv_async_t *h) {
+  worker *w = h->data;
+  unsigned seq = atomic_load_explicit(&w->cmd_seq, memory_order_acquire);
+  if (seq == w->seen_seq)
+    return;
+  w->seen_seq = seq;
+  switch (w->cmd) {
+  case CMD_START:
+    start_phase(w);
+    break;
+  case CMD_STOP: /* the phase's time is up */
+    end_schedule(w);
+    disarm(w);
+    unpark(w, 0);
+    break;
+  case CMD_SYNC: /* a barrier: every callback before it has returned */
+    break;
+  case CMD_QUIT:
+    end_schedule(w);
+    unpark(w, 0);
+    w->quitting = 1;
+    /* Calls in flight complete with CANCELLED on the next turns; uv_run
+     * returns once every channel and handle is closed. */
+    for (unsigned i = 0; i < w->n_own; i++)
+      sluice_channel_del(w->own[i]->ch);
+    uv_poll_stop(&w->tpoll);
+    uv_close((uv_handle_t *)&w->tpoll, on_tpoll_closed);
+    uv_close((uv_handle_t *)&w->ctl, NULL);
+    break;
+  }
+  atomic_store_explicit(&w->ack_seq, seq, memory_order_release);
+}
 
 static void sleep_until(uint64_t t_ns) {
   struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000u),
@@ -474,46 +768,30 @@ static void sleep_until(uint64_t t_ns) {
     ;
 }
 
-static void *generator(void *arg) {
-  gen *g = arg;
-  bench *b = g->b;
-  int phase = atomic_load(&b->phase);
-  long max_out = (long)b->cfg->max_outstanding;
-  int behind = 0; /* calls are waiting for a free slot */
-  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  for (;;) {
-    uint64_t now = sluice_now_ns();
-    if (now >= b->end_ns)
-      break;
-    if (atomic_load_explicit(&b->outstanding, memory_order_acquire) >=
-        max_out) {
-      if (sb_sched_peek(&g->sched) <= now)
-        behind = 1;
-      sleep_until(now + 20000);
-      continue;
-    }
-    uint64_t intended;
-    if (!sb_sched_next(&g->sched, now, behind, &intended)) {
-      behind = 0;
-      sleep_until(intended < b->end_ns ? intended : b->end_ns);
-      continue;
-    }
-    slot *s = malloc(sizeof *s);
-    if (!s)
-      break;
-    s->c = &b->chans[g->rr];
-    g->rr = (g->rr + 1) % b->n_chans;
-    s->t0 = intended;
-    s->phase = phase;
-    s->closed = 0;
-    atomic_fetch_add(&b->outstanding, 1);
-    if (start_unary(b, s) != 0) {
-      atomic_fetch_sub(&b->outstanding, 1);
-      free(s);
+/* Runs cmd on every worker's loop and waits (at most 30 s: a loop that
+ * does not answer by then is stuck) until each has; CMD_QUIT does not
+ * wait. */
+static void send_cmd(bench *b, int cmd) {
+  for (unsigned k = 0; k < b->n_workers; k++) {
+    worker *w = &b->workers[k];
+    w->cmd = cmd;
+    atomic_fetch_add_explicit(&w->cmd_seq, 1, memory_order_release);
+    uv_async_send(&w->ctl);
+  }
+  if (cmd == CMD_QUIT)
+    return;
+  uint64_t until = sluice_now_ns() + 30000000000u;
+  for (unsigned k = 0; k < b->n_workers; k++) {
+    worker *w = &b->workers[k];
+    unsigned want = atomic_load_explicit(&w->cmd_seq, memory_order_relaxed);
+    while (atomic_load_explicit(&w->ack_seq, memory_order_acquire) != want) {
+      if (sluice_now_ns() >= until) {
+        fprintf(stderr, "sluice-bench: event loop %u does not answer\n", k);
+        exit(1);
+      }
+      sleep_until(sluice_now_ns() + 100000);
     }
   }
-  g->unsent = sb_sched_skip_until(&g->sched, b->end_ns);
-  return NULL;
 }
 
 /* What one phase (a whole run, or one adaptive step) measured. */
@@ -542,7 +820,8 @@ static uint64_t local_drops(bench *b) {
 }
 
 static double now_s(uint64_t t0) {
-  return (double)(sluice_now_ns() - t0) / 1e9;
+  uint64_t now = sluice_now_ns();
+  return now > t0 ? (double)(now - t0) / 1e9 : 0.0;
 }
 
 static void progress_loop(bench *b, uint64_t start, int show) {
@@ -560,9 +839,10 @@ static void progress_loop(bench *b, uint64_t start, int show) {
       continue;
     }
     uint64_t done = 0, failed = 0;
-    for (unsigned i = 0; i < b->n_chans; i++) {
-      done += atomic_load_explicit(&b->chans[i].done, memory_order_relaxed);
-      failed += atomic_load_explicit(&b->chans[i].failed, memory_order_relaxed);
+    for (unsigned k = 0; k < b->n_workers; k++) {
+      done += atomic_load_explicit(&b->workers[k].done, memory_order_relaxed);
+      failed +=
+          atomic_load_explicit(&b->workers[k].failed, memory_order_relaxed);
     }
     uint64_t t = sluice_now_ns();
     fprintf(stderr,
@@ -577,78 +857,51 @@ static void progress_loop(bench *b, uint64_t start, int show) {
   }
 }
 
-/* Runs one phase: closed loop when rate == 0, else open loop at rate. */
+/* Runs one phase: closed loop when rate == 0, else open loop at rate. The
+ * worker loops do the work (send_cmd); this thread only reports progress
+ * and collects the results. */
 static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
                       int show, result *r) {
   const config *cfg = b->cfg;
   memset(r, 0, sizeof *r);
   r->rate = rate;
-  int phase = atomic_fetch_add(&b->phase, 1) + 1;
-  for (unsigned i = 0; i < b->n_chans; i++) {
-    sb_stats_init(&b->chans[i].stats);
-    b->chans[i].first_error[0] = 0;
-    b->chans[i].resp_bytes = 0;
-  }
+  atomic_fetch_add(&b->phase, 1);
   atomic_store(&b->start_failed, 0);
   uint64_t drops_before = local_drops(b);
-  uint64_t start = sluice_now_ns();
+  /* Open loop: the first intended send time is 2 ms ahead, so that every
+   * loop has its command before its first call is due. */
+  uint64_t start = sluice_now_ns() + (rate > 0 ? 2000000u : 0);
+  b->rate = rate;
+  b->start_ns = start;
   b->record_from_ns = start + (uint64_t)(warmup_s * 1e9);
   b->end_ns = b->record_from_ns + (uint64_t)(dur_s * 1e9);
   r->seconds = dur_s;
-
-  slot *slots = NULL;
-  gen *gens = NULL;
-  if (rate <= 0 && cfg->bidi) {
-    for (unsigned i = 0; i < cfg->concurrency; i++) {
-      atomic_fetch_add(&b->outstanding, 1);
-      if (start_stream(b, &b->chans[i % b->n_chans], phase) != 0) {
-        atomic_fetch_sub(&b->outstanding, 1);
-        atomic_fetch_add(&b->start_failed, 1);
-      }
-    }
-  } else if (rate <= 0) {
-    slots = calloc(cfg->concurrency, sizeof *slots);
-    for (unsigned i = 0; slots && i < cfg->concurrency; i++) {
-      slot *s = &slots[i];
+  b->slots = NULL;
+  if (rate <= 0 && !cfg->bidi) {
+    int phase = atomic_load(&b->phase);
+    b->slots = calloc(cfg->concurrency, sizeof *b->slots);
+    for (unsigned i = 0; b->slots && i < cfg->concurrency; i++) {
+      slot *s = &b->slots[i];
       s->c = &b->chans[i % b->n_chans];
       s->phase = phase;
       s->closed = 1;
-      s->t0 = sluice_now_ns();
-      atomic_fetch_add(&b->outstanding, 1);
-      if (start_unary(b, s) != 0)
-        atomic_fetch_sub(&b->outstanding, 1);
-    }
-  } else {
-    gens = calloc(cfg->threads, sizeof *gens);
-    double gap_ns = 1e9 / rate;
-    for (unsigned k = 0; gens && k < cfg->threads; k++) {
-      gen *g = &gens[k];
-      g->b = b;
-      g->rr = k % b->n_chans;
-      /* Uniform: threads interleave (offset k gaps); Poisson: T independent
-       * processes of rate R/T add up to one of rate R. */
-      sb_sched_init(&g->sched, cfg->arrival, rate / cfg->threads,
-                    start + (uint64_t)(k * gap_ns), cfg->seed + k,
-                    (uint64_t)(cfg->late_ms * 1e6));
-      if (pthread_create(&g->th, NULL, generator, g) != 0) {
-        fprintf(stderr, "sluice-bench: cannot start a generator thread\n");
-        exit(1);
-      }
     }
   }
+  send_cmd(b, CMD_START);
 
   progress_loop(b, start, show);
 
-  if (gens) {
-    for (unsigned k = 0; k < cfg->threads; k++) {
-      pthread_join(gens[k].th, NULL);
-      r->issued += gens[k].sched.issued;
-      r->late += gens[k].sched.late;
-      r->blocked += gens[k].sched.blocked;
-      r->unsent += gens[k].unsent;
+  if (rate > 0)
+    sleep_until(b->end_ns + STOP_GRACE_NS);
+  send_cmd(b, CMD_STOP);
+  if (rate > 0)
+    for (unsigned k = 0; k < b->n_workers; k++) {
+      worker *w = &b->workers[k];
+      r->issued += w->sched.issued;
+      r->late += w->sched.late;
+      r->blocked += w->sched.blocked;
+      r->unsent += w->unsent;
     }
-    free(gens);
-  }
   /* Drain: calls still in flight may finish within their deadline (or 5 s
    * without one); what is left then is reported as unfinished. */
   uint64_t grace =
@@ -659,52 +912,62 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
     sleep_until(sluice_now_ns() + 1000000);
   long left = atomic_load(&b->outstanding);
   r->unfinished = left > 0 ? (uint64_t)left : 0;
-  /* Completions of this phase arriving from now on are not recorded. */
+  /* Completions of this phase arriving from now on are not recorded; once
+   * every loop has passed the barrier, the statistics are ours to read. */
   atomic_fetch_add(&b->phase, 1);
+  send_cmd(b, CMD_SYNC);
   sb_stats_init(&r->stats);
-  for (unsigned i = 0; i < b->n_chans; i++) {
-    sb_stats_merge(&r->stats, &b->chans[i].stats);
-    r->resp_bytes += b->chans[i].resp_bytes;
-    if (!r->first_error[0] && b->chans[i].first_error[0])
-      memcpy(r->first_error, b->chans[i].first_error, sizeof r->first_error);
+  for (unsigned k = 0; k < b->n_workers; k++) {
+    worker *w = &b->workers[k];
+    sb_stats_merge(&r->stats, &w->stats);
+    r->resp_bytes += w->resp_bytes;
+    if (!r->first_error[0] && w->first_error[0])
+      memcpy(r->first_error, w->first_error, sizeof r->first_error);
   }
   r->start_failed = atomic_load(&b->start_failed);
   r->dropped_locally = local_drops(b) - drops_before;
   if (left == 0)
-    free(slots);
+    free(b->slots);
   /* else: slots are still referenced by calls in flight; the channels'
    * destruction completes them, and the memory goes with the process. */
+  b->slots = NULL;
 }
 
 /* ---- setup */
 
-/* A worker thread runs one libuv loop for channels index, index +
- * n_workers, ... (like h2load's -t). A channel on a user loop must be made
- * on the thread that runs the loop, so the worker makes its own. */
-typedef struct worker {
-  bench *b;
-  unsigned index, n_workers;
-  const char *target;
-  uv_loop_t loop;
-  pthread_t th;
-  int rc;
-  _Atomic int state; /* 0 starting, 1 running, -1 failed */
-} worker;
-
 static void *worker_main(void *arg) {
   worker *w = arg;
   bench *b = w->b;
+  /* Timer wake-ups to the microsecond, not the default 50 us slack. */
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   sluice_channel_opts *co = NULL;
   int rc = uv_loop_init(&w->loop) != 0 ? SLUICE_ERR_SYSTEM : 0;
+  if (rc == 0) {
+    w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w->tfd < 0 || uv_poll_init(&w->loop, &w->tpoll, w->tfd) != 0 ||
+        uv_async_init(&w->loop, &w->ctl, on_ctl) != 0)
+      rc = SLUICE_ERR_SYSTEM;
+    w->tpoll.data = w;
+    w->ctl.data = w;
+  }
   if (rc == 0)
     rc = sluice_channel_opts_new(&co);
   if (rc == 0)
     rc = sluice_channel_opts_set_loop(co, &w->loop);
   if (rc == 0 && b->cfg->lb)
     rc = sluice_channel_opts_set_lb(co, b->cfg->lb);
-  for (unsigned i = w->index; rc == 0 && i < b->n_chans; i += w->n_workers)
+  w->own = calloc(b->n_chans / w->n_workers + 1, sizeof *w->own);
+  if (rc == 0 && !w->own)
+    rc = SLUICE_ERR_NOMEM;
+  for (unsigned i = w->index; rc == 0 && i < b->n_chans; i += w->n_workers) {
+    b->chans[i].w = w;
     rc = sluice_channel_new(&b->chans[i].ch, w->target, co);
+    if (rc == 0)
+      w->own[w->n_own++] = &b->chans[i];
+  }
   sluice_channel_opts_del(co);
+  if (rc == 0)
+    uv_poll_start(&w->tpoll, UV_READABLE, on_timer);
   w->rc = rc;
   atomic_store(&w->state, rc == 0 ? 1 : -1);
   if (rc != 0)
@@ -857,6 +1120,16 @@ static void print_human(FILE *f, const config *cfg, const result *r) {
                                : "OTHER",
                 s->by_code[i]);
     fprintf(f, "\n  first error: %s\n", r->first_error);
+    for (int k = 0; k < SB_N_KINDS; k++) {
+      const sluice__histogram *kh = &s->kind_hist[k];
+      if (kh->total)
+        fprintf(f,
+                "  failed, %-16s %" PRIu64 " calls, latency us: p50 %.1f"
+                "  p99 %.1f  max %.1f\n",
+                sb_kind_name((sb_kind)k), kh->total,
+                us(sluice__histogram_percentile(kh, 50)),
+                us(sluice__histogram_percentile(kh, 99)), us(kh->max));
+    }
   }
   if (r->rate > 0)
     fprintf(f,
@@ -911,10 +1184,21 @@ static void print_json_result(FILE *f, const result *r) {
           ", \"sent\": %" PRIu64 ", \"late\": %" PRIu64
           ", \"waited_for_slot\": %" PRIu64 ", \"unsent\": %" PRIu64
           ", \"unfinished\": %" PRIu64 ", \"start_failed\": %" PRIu64
-          ", \"dropped_locally\": %" PRIu64 ", \"response_bytes\": %" PRIu64
-          "}",
+          ", \"dropped_locally\": %" PRIu64 ", \"response_bytes\": %" PRIu64,
           r->issued, r->late, r->blocked, r->unsent, r->unfinished,
           r->start_failed, r->dropped_locally, r->resp_bytes);
+  /* Failed calls by kind (sb_classify), latency measured like ok calls'. */
+  fprintf(f, ", \"kinds\": {");
+  for (int k = 0; k < SB_N_KINDS; k++) {
+    const sluice__histogram *kh = &s->kind_hist[k];
+    fprintf(f,
+            "%s\"%s\": {\"n\": %" PRIu64
+            ", \"p50_us\": %.3f, \"p99_us\": %.3f, \"max_us\": %.3f}",
+            k ? ", " : "", sb_kind_name((sb_kind)k), kh->total,
+            us(sluice__histogram_percentile(kh, 50)),
+            us(sluice__histogram_percentile(kh, 99)), us(kh->max));
+  }
+  fprintf(f, "}}");
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -1019,14 +1303,15 @@ int main(int argc, char **argv) {
   worker *workers = calloc(n_workers, sizeof *workers);
   if (!b.chans || !workers)
     return 1;
-  for (unsigned i = 0; i < b.n_chans; i++)
-    b.chans[i].b = &b;
+  b.workers = workers;
+  b.n_workers = n_workers;
   for (unsigned k = 0; k < n_workers; k++) {
     worker *w = &workers[k];
     w->b = &b;
     w->index = k;
     w->n_workers = n_workers;
     w->target = target;
+    w->tfd = -1;
     if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
       fprintf(stderr, "sluice-bench: cannot start a worker thread\n");
       return 1;
@@ -1144,12 +1429,13 @@ int main(int argc, char **argv) {
     free(steps);
   }
 
-  /* The channels close on their loops; each worker's uv_run returns when
-   * its last channel is gone. */
-  for (unsigned i = 0; i < b.n_chans; i++)
-    sluice_channel_del(b.chans[i].ch);
-  for (unsigned k = 0; k < n_workers; k++)
+  /* Each loop deletes its channels and closes its handles; its uv_run
+   * returns when the last is gone. */
+  send_cmd(&b, CMD_QUIT);
+  for (unsigned k = 0; k < n_workers; k++) {
     pthread_join(workers[k].th, NULL);
+    free(workers[k].own);
+  }
   free(workers);
   free(b.chans);
   protobuf_c_message_free_unpacked(req, NULL);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # ctest bench_smoke: starts interop_server on a free port, runs sluice-bench
 # for 1 s of open-loop load on EmptyCall (an empty request is a valid
-# grpc.testing.Empty) and checks that it exits 0 with ok > 0 and no errors
-# in its JSON summary. The server is stopped with SIGTERM on every exit path.
+# grpc.testing.Empty) over 2 connections on 2 event loops (each runs half of
+# the schedule) and checks that it exits 0 with ~200 ok calls, every call
+# sent, no errors, and the "kinds" of failed calls present and empty in its
+# JSON summary. The server is stopped with SIGTERM on every exit path.
 #
 #   run_smoke.sh INTEROP_SERVER SLUICE_BENCH
 set -uo pipefail
@@ -50,7 +52,7 @@ fi
 
 timeout -k 2 30 "$bench" --target "127.0.0.1:$port" \
   --method /grpc.testing.TestService/EmptyCall --request /dev/null \
-  --duration 1 --warmup 0 --rate 200 --connections 2 --json \
+  --duration 1 --warmup 0 --rate 200 --connections 2 --threads 2 --json \
   >"$tmp/out.json"
 rc=$?
 cat "$tmp/out.json"
@@ -71,6 +73,15 @@ if not 150 <= ok <= 250:
     problems.append("ok == %d, expected ~200 at 200 calls/s for 1 s" % ok)
 if r["unsent"] or r["unfinished"]:
     problems.append("unsent %d, unfinished %d" % (r["unsent"], r["unfinished"]))
+if r["sent"] != 200:
+    problems.append("sent %d, expected exactly 200 scheduled calls" % r["sent"])
+kinds = r.get("kinds", {})
+if sorted(kinds) != ["deadline_refusal", "early_drop", "other", "timeout"]:
+    problems.append("kinds: %s" % sorted(kinds))
+for name, k in kinds.items():
+    if sorted(k) != ["max_us", "n", "p50_us", "p99_us"] or k["n"] != 0 \
+            or k["p99_us"] != 0:
+        problems.append("kinds.%s: %s" % (name, k))
 if problems:
     sys.exit("bench_smoke: " + "; ".join(problems))
 print("bench_smoke: OK (%d calls, p99 %.1f us)" % (ok, r["latency_us"]["p99"]),

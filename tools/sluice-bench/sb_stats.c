@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "sluice/status.h"
+
 void sb_welford_init(sb_welford *w) { memset(w, 0, sizeof *w); }
 
 void sb_welford_add(sb_welford *w, double x) {
@@ -31,13 +33,31 @@ double sb_welford_stddev(const sb_welford *w) {
   return w->n > 1 ? sqrt(w->m2 / (double)(w->n - 1)) : 0.0;
 }
 
+sb_kind sb_classify(int code, const char *message) {
+  int local = message && strstr(message, "dropped locally") != NULL;
+  if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED && local)
+    return SB_KIND_EARLY_DROP;
+  if (code == SLUICE_STATUS_DEADLINE_EXCEEDED)
+    return local ? SB_KIND_DEADLINE_REFUSAL : SB_KIND_TIMEOUT;
+  return SB_KIND_OTHER;
+}
+
+const char *sb_kind_name(sb_kind k) {
+  static const char *const names[SB_N_KINDS] = {
+      "early_drop", "deadline_refusal", "timeout", "other"};
+  return (unsigned)k < SB_N_KINDS ? names[k] : "other";
+}
+
 void sb_stats_init(sb_stats *s) {
   memset(s, 0, sizeof *s);
   sluice__histogram_init(&s->hist);
   sb_welford_init(&s->lat);
+  for (int k = 0; k < SB_N_KINDS; k++)
+    sluice__histogram_init(&s->kind_hist[k]);
 }
 
-void sb_stats_record(sb_stats *s, int code, uint64_t latency_ns) {
+void sb_stats_record_status(sb_stats *s, int code, const char *message,
+                            uint64_t latency_ns) {
   if (code == 0) {
     s->ok++;
     sluice__histogram_record(&s->hist, latency_ns);
@@ -45,10 +65,18 @@ void sb_stats_record(sb_stats *s, int code, uint64_t latency_ns) {
     return;
   }
   s->by_code[code > 0 && code < SB_N_CODES ? code : SB_N_CODES]++;
+  sluice__histogram_record(&s->kind_hist[sb_classify(code, message)],
+                           latency_ns);
+}
+
+void sb_stats_record(sb_stats *s, int code, uint64_t latency_ns) {
+  sb_stats_record_status(s, code, NULL, latency_ns);
 }
 
 void sb_stats_merge(sb_stats *dst, const sb_stats *src) {
   sluice__histogram_merge(&dst->hist, &src->hist);
+  for (int k = 0; k < SB_N_KINDS; k++)
+    sluice__histogram_merge(&dst->kind_hist[k], &src->kind_hist[k]);
   sb_welford_merge(&dst->lat, &src->lat);
   dst->ok += src->ok;
   for (int i = 0; i <= SB_N_CODES; i++)

@@ -1,6 +1,6 @@
 /* sluice-bench: statistics of one stream of completions. Not thread-safe:
- * keep one per channel (its callbacks all run on the channel's loop thread)
- * and merge them at the end. */
+ * keep one per event-loop thread (the callbacks of its channels all run on
+ * it) and merge them at the end. */
 #ifndef SLUICE_BENCH_STATS_H
 #define SLUICE_BENCH_STATS_H
 
@@ -25,16 +25,39 @@ double sb_welford_stddev(const sb_welford *w);
 
 #define SB_N_CODES 17 /* gRPC's status codes 0..16 */
 
+/* What kind of failure a failed call is, from its status code and message.
+ * The sluice channel fails a call it drops without sending it with a
+ * message containing "dropped locally" (RESOURCE_EXHAUSTED: every
+ * destination at its limit; DEADLINE_EXCEEDED: it could not be answered in
+ * time), and a chain of sluice servers passes that message through. */
+typedef enum sb_kind {
+  SB_KIND_EARLY_DROP = 0,       /* RESOURCE_EXHAUSTED, "dropped locally" */
+  SB_KIND_DEADLINE_REFUSAL = 1, /* DEADLINE_EXCEEDED, "dropped locally" */
+  SB_KIND_TIMEOUT = 2,          /* any other DEADLINE_EXCEEDED */
+  SB_KIND_OTHER = 3,            /* everything else */
+  SB_N_KINDS = 4
+} sb_kind;
+
+/* The kind of a failed call (code != OK; message may be NULL). */
+sb_kind sb_classify(int code, const char *message);
+/* "early_drop", "deadline_refusal", "timeout", "other" (the JSON keys). */
+const char *sb_kind_name(sb_kind k);
+
 typedef struct sb_stats {
   sluice__histogram hist; /* latency of successful calls, ns */
   sb_welford lat;         /* the same, for mean and standard deviation */
   uint64_t ok;
   uint64_t by_code[SB_N_CODES + 1]; /* failures by code; last: out of range */
+  sluice__histogram kind_hist[SB_N_KINDS]; /* latency of failures, by kind */
 } sb_stats;
 
 void sb_stats_init(sb_stats *s);
-/* One completed call: its status code and latency in ns. Latency is kept
- * for successful calls only. */
+/* One completed call: its status code, status message (may be NULL) and
+ * latency in ns. A successful call's latency goes to hist and lat, a failed
+ * one's to the histogram of its kind (sb_classify). */
+void sb_stats_record_status(sb_stats *s, int code, const char *message,
+                            uint64_t latency_ns);
+/* The same without a message. */
 void sb_stats_record(sb_stats *s, int code, uint64_t latency_ns);
 void sb_stats_merge(sb_stats *dst, const sb_stats *src);
 uint64_t sb_stats_errors(const sb_stats *s);
