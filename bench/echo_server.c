@@ -1,6 +1,6 @@
 /* echo_server: the sluice side of the benchmarks, serving bench.Echo.
  *
- *   echo_server [--port N] [--host H] [--threads T]
+ *   echo_server [--port N] [--host H] [--threads T] [--delay-us D]
  *               [--tls_cert FILE --tls_key FILE]
  *
  * Unary answers with the request message itself (no copy on our side: the
@@ -10,14 +10,23 @@
  * one message copied, the call's receiving side paused, and the copy sent
  * on on_send_ready.
  *
+ * --delay-us D: every unary reply leaves D microseconds after its request
+ * arrived (a delay line: one thread replies in arrival order), so the
+ * server behaves as a fixed-latency service whose throughput is set by the
+ * caller's concurrency (N outstanding / D), far from any CPU limit: the
+ * setting in which two load generators must report the same numbers
+ * (tools/sluice-bench/compare_h2load.sh).
+ *
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a
  * free one). SIGINT or SIGTERM shut it down gracefully (GOAWAY, 2 s drain).
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <pthread.h>
 #include <sluice/sluice.h>
@@ -32,6 +41,81 @@ static void unary(sluice_server_call *call, const Bench__EchoMsg *req,
                   void *user_data) {
   (void)user_data;
   bench__echo__unary__reply(call, req);
+}
+
+/* ---- the delay line (--delay-us) */
+
+typedef struct delayed {
+  sluice_server_call *call;
+  const Bench__EchoMsg *req; /* borrowed until the call is finished */
+  uint64_t due_ns;
+  struct delayed *next;
+} delayed;
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  delayed *head, *tail;
+  int stop;
+  uint64_t delay_ns;
+  pthread_t thread;
+} g_line = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void unary_delayed(sluice_server_call *call, const Bench__EchoMsg *req,
+                          void *user_data) {
+  (void)user_data;
+  delayed *d = malloc(sizeof *d);
+  if (!d) {
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory", NULL);
+    return;
+  }
+  d->call = call;
+  d->req = req;
+  d->due_ns = sluice_now_ns() + g_line.delay_ns;
+  d->next = NULL;
+  pthread_mutex_lock(&g_line.mu);
+  if (g_line.tail)
+    g_line.tail->next = d;
+  else
+    g_line.head = d;
+  g_line.tail = d;
+  pthread_cond_signal(&g_line.cv);
+  pthread_mutex_unlock(&g_line.mu);
+}
+
+/* Replies in arrival order, each at its due time (every call has the same
+ * delay, so the queue is sorted by due time). At stop, replies to what is
+ * left at once. */
+static void *delay_line(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_line.mu);
+  for (;;) {
+    while (!g_line.head && !g_line.stop)
+      pthread_cond_wait(&g_line.cv, &g_line.mu);
+    if (!g_line.head)
+      break;
+    delayed *d = g_line.head;
+    uint64_t now = sluice_now_ns();
+    if (d->due_ns > now && !g_line.stop) {
+      pthread_mutex_unlock(&g_line.mu);
+      uint64_t wait = d->due_ns - now;
+      struct timespec ts = {(time_t)(wait / 1000000000u),
+                            (long)(wait % 1000000000u)};
+      nanosleep(&ts, NULL);
+      pthread_mutex_lock(&g_line.mu);
+      continue;
+    }
+    g_line.head = d->next;
+    if (!g_line.head)
+      g_line.tail = NULL;
+    pthread_mutex_unlock(&g_line.mu);
+    bench__echo__unary__reply(d->call, d->req);
+    free(d);
+    pthread_mutex_lock(&g_line.mu);
+  }
+  pthread_mutex_unlock(&g_line.mu);
+  return NULL;
 }
 
 /* ---- Bidi: every callback on the call's loop thread, no locks */
@@ -145,12 +229,14 @@ static void bidi(sluice_server_call *call, void *user_data) {
 
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
-          "usage: %s [--port N] [--host H] [--threads T]\n"
+          "usage: %s [--port N] [--host H] [--threads T] [--delay-us D]\n"
           "          [--tls_cert FILE --tls_key FILE]\n"
           "  --port N     port to listen on (default 50051; 0 picks a free "
           "one)\n"
           "  --host H     address to listen on (default 127.0.0.1)\n"
           "  --threads T  server loop threads (default: one per core)\n"
+          "  --delay-us D every unary reply D us after its request (a "
+          "fixed-latency service)\n"
           "  --tls_cert FILE, --tls_key FILE\n"
           "               accept TLS only, with this certificate chain and "
           "key (PEM)\n",
@@ -173,7 +259,7 @@ int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL;
-  unsigned long port = 50051, threads = 0;
+  unsigned long port = 50051, threads = 0, delay_us = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
@@ -187,6 +273,8 @@ int main(int argc, char **argv) {
       bad = parse_uint(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
       bad = parse_uint(val, 1024, &threads);
+    } else if (strcmp(flag, "--delay-us") == 0) {
+      bad = parse_uint(val, 60000000, &delay_us);
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
       host = val;
@@ -233,7 +321,17 @@ int main(int argc, char **argv) {
   int exit_code = 1, rc, bound_port = 0;
   sluice_server_opts *opts = NULL;
   sluice_server *srv = NULL;
-  const Bench__Echo_SluiceHandlers handlers = {.unary = unary, .bidi = bidi};
+  const Bench__Echo_SluiceHandlers handlers = {
+      .unary = delay_us ? unary_delayed : unary, .bidi = bidi};
+  int line_started = 0;
+  if (delay_us) {
+    g_line.delay_ns = (uint64_t)delay_us * 1000u;
+    if (pthread_create(&g_line.thread, NULL, delay_line, NULL) != 0) {
+      fprintf(stderr, "%s: cannot start the delay line\n", prog);
+      return 1;
+    }
+    line_started = 1;
+  }
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
@@ -283,6 +381,15 @@ int main(int argc, char **argv) {
   exit_code = 0;
 
 out:
+  if (line_started) {
+    /* After shutdown the late replies are harmless; the line must be
+     * empty before the server is freed. */
+    pthread_mutex_lock(&g_line.mu);
+    g_line.stop = 1;
+    pthread_cond_signal(&g_line.cv);
+    pthread_mutex_unlock(&g_line.mu);
+    pthread_join(g_line.thread, NULL);
+  }
   sluice_server_del(srv);
   sluice_server_opts_del(opts);
   return exit_code;
