@@ -17,7 +17,9 @@
  * sending it), DEADLINE_EXCEEDED a timeout (or a deadline refusal, counted
  * apart when its message says "dropped locally"). Percentiles come from
  * the sorted latencies of the successful calls (exact, no histogram); the
- * latency of early drops is reported too.
+ * latency of early drops is reported too. --json adds "kinds": n, p50, p99
+ * and max (us) of the failed calls by kind (early_drop, deadline_refusal,
+ * timeout, other), the same key sluice-bench's --json gives.
  *
  * The generator's own channel uses rr (no limits): it generates, it does
  * not balance. --write-request writes one serialized testbed.Msg with a
@@ -82,7 +84,12 @@ static struct {
   uint64_t codes[N_CODES];
   uint64_t early_drops, deadline_drops, completed;
   vec ok_lat, drop_lat;
+  vec kind_lat[4]; /* early_drop, deadline_refusal, timeout, other */
 } G;
+
+enum { GK_EARLY_DROP, GK_DEADLINE_REFUSAL, GK_TIMEOUT, GK_OTHER };
+static const char *const gk_names[4] = {"early_drop", "deadline_refusal",
+                                        "timeout", "other"};
 
 typedef struct rec {
   uint64_t intended_ns;
@@ -105,9 +112,15 @@ static void on_done(const sluice_status *st, const Testbed__Msg *resp,
     } else if (local && st->code == SLUICE_STATUS_RESOURCE_EXHAUSTED) {
       G.early_drops++;
       vec_push(&G.drop_lat, lat);
+      vec_push(&G.kind_lat[GK_EARLY_DROP], lat);
     } else if (local && st->code == SLUICE_STATUS_DEADLINE_EXCEEDED) {
       G.deadline_drops++;
       vec_push(&G.drop_lat, lat);
+      vec_push(&G.kind_lat[GK_DEADLINE_REFUSAL], lat);
+    } else if (st->code == SLUICE_STATUS_DEADLINE_EXCEEDED) {
+      vec_push(&G.kind_lat[GK_TIMEOUT], lat);
+    } else {
+      vec_push(&G.kind_lat[GK_OTHER], lat);
     }
   }
   G.outstanding--;
@@ -348,6 +361,8 @@ int main(int argc, char **argv) {
 
   qsort(G.ok_lat.v, G.ok_lat.n, sizeof(uint64_t), cmp_u64);
   qsort(G.drop_lat.v, G.drop_lat.n, sizeof(uint64_t), cmp_u64);
+  for (int k = 0; k < 4; k++)
+    qsort(G.kind_lat[k].v, G.kind_lat[k].n, sizeof(uint64_t), cmp_u64);
   uint64_t ok = G.codes[SLUICE_STATUS_OK];
   uint64_t measured_offered = G.completed;
   if (json) {
@@ -377,6 +392,13 @@ int main(int argc, char **argv) {
                sluice_status_name((sluice_status_code)c), G.codes[c]);
         first = 0;
       }
+    printf("},\"kinds\":{");
+    for (int k = 0; k < 4; k++)
+      printf("%s\"%s\":{\"n\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+             "\"max_us\":%.1f}",
+             k ? "," : "", gk_names[k], G.kind_lat[k].n,
+             pct_ms(&G.kind_lat[k], 50) * 1e3, pct_ms(&G.kind_lat[k], 99) * 1e3,
+             pct_ms(&G.kind_lat[k], 100) * 1e3);
     printf("}}\n");
   } else {
     printf("offered %.1f/s over %.1f s (open loop, Poisson), goodput %.1f/s\n",
@@ -397,6 +419,8 @@ int main(int argc, char **argv) {
   }
   free(G.ok_lat.v);
   free(G.drop_lat.v);
+  for (int k = 0; k < 4; k++)
+    free(G.kind_lat[k].v);
   free(payload);
   return 0;
 }

@@ -15,7 +15,22 @@
  * "ipv4:127.0.0.1:P1,127.0.0.1:P2") with strategy --lb, passing on the
  * call's deadline (sluice_call_opts_set_parent). The worker does not wait
  * for the downstream answer: the channel's callback finishes the call with
- * it, or with the downstream status (code and message) when it failed.
+ * it, or with the downstream status when it failed: the same code, and the
+ * message with "; passed on by NAME" appended, so that every layer above
+ * can tell a call its own channel refused from one refused further down.
+ *
+ * Each downstream call is timed from just before it is started to its
+ * completion callback and classed by its outcome: ok; early_drop
+ * (RESOURCE_EXHAUSTED "dropped locally": this layer's strategy refused it);
+ * deadline_refusal (DEADLINE_EXCEEDED "dropped locally": this layer's
+ * strategy saw that the deadline could not be met); downstream_drop (either
+ * of those, made by a layer further down and passed on); timeout (any other
+ * DEADLINE_EXCEEDED); other (any other error). One log-linear histogram per
+ * class (hist.h); the stats give n, p50, p99, max (and the non-empty
+ * buckets) of each under "kinds". For the local drops, "drop_decided"
+ * holds the library's own figure from the drop's message ("decided in N
+ * us": from the call's start to the strategy's decision), so the rest of
+ * the drop's latency is the delivery of its completion.
  *
  * Prints "listening on PORT" on stdout. SIGUSR1 writes the statistics as
  * one JSON line (to --stats FILE, appended, or to stderr); SIGINT/SIGTERM
@@ -33,15 +48,33 @@
 
 #include <sluice/sluice.h>
 
+#include "hist.h"
 #include "testbed.sluice.h"
 
 #define SHUTDOWN_GRACE_MS 2000
 #define MAX_WORKERS 1024
+#define PASSED_ON "; passed on by "
+#define DROPPED_LOCALLY "dropped locally"
+
+/* Outcome classes of the downstream calls (see the top comment). */
+enum {
+  K_OK,
+  K_EARLY_DROP,
+  K_DEADLINE_REFUSAL,
+  K_DOWNSTREAM_DROP,
+  K_TIMEOUT,
+  K_OTHER,
+  N_KINDS
+};
+static const char *const kind_names[N_KINDS] = {
+    "ok",      "early_drop", "deadline_refusal", "downstream_drop",
+    "timeout", "other"};
 
 typedef struct job {
   sluice_server_call *call;
   const Testbed__Msg *req; /* borrowed until the call is finished */
   uint64_t queued_ns;
+  uint64_t fwd_start_ns; /* when the downstream call was started */
   struct job *next;
 } job;
 
@@ -62,6 +95,8 @@ static struct {
   /* counters (atomics: workers, loop threads and the dumper) */
   atomic_uint_fast64_t received, skipped, served, fwd_ok, fwd_failed,
       fwd_start_failed, queue_wait_ns, queue_max;
+  tb_hist kinds[N_KINDS]; /* latency of the downstream calls, by outcome */
+  tb_hist drop_decided;   /* local drops: "decided in N us" */
 } L;
 
 /* ---- statistics */
@@ -82,6 +117,15 @@ static void dump_stats(FILE *f, const char *why) {
                     (double)(atomic_load(&L.served) + atomic_load(&L.skipped))
               : 0.0,
           atomic_load(&L.queue_max));
+  if (L.ch != NULL) {
+    fprintf(f, ",\"kinds\":{");
+    for (int k = 0; k < N_KINDS; k++) {
+      fprintf(f, "%s\"%s\":", k ? "," : "", kind_names[k]);
+      tb_hist_json(f, &L.kinds[k]);
+    }
+    fprintf(f, "},\"drop_decided\":");
+    tb_hist_json(f, &L.drop_decided);
+  }
   sluice_channel_stats s;
   if (L.ch != NULL && sluice_channel_get_stats(L.ch, &s) == 0) {
     fprintf(f,
@@ -132,37 +176,71 @@ static void dump_stats_to(const char *path, const char *why) {
 
 /* ---- forwarding */
 
+static int classify(const sluice_status *st) {
+  if (st->code == SLUICE_STATUS_OK)
+    return K_OK;
+  const char *m = st->message != NULL ? st->message : "";
+  int dropped = strstr(m, DROPPED_LOCALLY) != NULL;
+  int here = strstr(m, PASSED_ON) == NULL; /* not from further down */
+  if (st->code == SLUICE_STATUS_RESOURCE_EXHAUSTED && dropped)
+    return here ? K_EARLY_DROP : K_DOWNSTREAM_DROP;
+  if (st->code == SLUICE_STATUS_DEADLINE_EXCEEDED && dropped)
+    return here ? K_DEADLINE_REFUSAL : K_DOWNSTREAM_DROP;
+  if (st->code == SLUICE_STATUS_DEADLINE_EXCEEDED)
+    return K_TIMEOUT;
+  return K_OTHER;
+}
+
+/* The channel's callback (its loop thread): records the downstream call's
+ * latency and outcome, then finishes the server call with it. */
 static void forward_done(const sluice_status *st, const Testbed__Msg *resp,
                          void *user_data) {
-  sluice_server_call *call = user_data;
+  job *j = user_data;
+  uint64_t took = sluice_now_ns() - j->fwd_start_ns;
+  int kind = classify(st);
+  tb_hist_record(&L.kinds[kind], took);
+  if (kind == K_EARLY_DROP || kind == K_DEADLINE_REFUSAL) {
+    const char *d = strstr(st->message, "decided in ");
+    unsigned long long us;
+    if (d != NULL && sscanf(d, "decided in %llu us", &us) == 1)
+      tb_hist_record(&L.drop_decided, us * 1000ull);
+  }
+  sluice_server_call *call = j->call;
+  free(j);
   if (st->code == SLUICE_STATUS_OK) {
     atomic_fetch_add(&L.fwd_ok, 1);
     testbed__layer__call__reply(call, resp);
-  } else {
-    atomic_fetch_add(&L.fwd_failed, 1);
-    sluice_server_call_finish(call, st->code, st->message, NULL);
+    return;
   }
+  atomic_fetch_add(&L.fwd_failed, 1);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s" PASSED_ON "%s",
+           st->message != NULL ? st->message : "", L.name);
+  sluice_server_call_finish(call, st->code, msg, NULL);
 }
 
-/* Runs on a worker thread, after the simulated work. */
-static void pass_on(job *j) {
+/* Runs on a worker thread, after the simulated work. Returns 1 when j now
+ * belongs to the downstream call (forward_done frees it; it may already
+ * have done so), 0 when the caller still owns it. */
+static int pass_on(job *j) {
   Testbed__Msg out = TESTBED__MSG__INIT;
   out.payload = j->req->payload;
   out.hops = j->req->hops + 1;
   if (L.ch == NULL) { /* the database: echo */
     testbed__layer__call__reply(j->call, &out);
-    return;
+    return 0;
   }
   sluice_call_opts opts;
   sluice_call_opts_init(&opts);
   sluice_call_opts_set_parent(&opts, j->call);
-  int rc =
-      testbed__layer__call__async(L.ch, &out, &opts, forward_done, j->call);
-  if (rc != 0) {
-    atomic_fetch_add(&L.fwd_start_failed, 1);
-    sluice_server_call_finish(j->call, SLUICE_STATUS_INTERNAL,
-                              "cannot start the downstream call", NULL);
-  }
+  j->fwd_start_ns = sluice_now_ns();
+  int rc = testbed__layer__call__async(L.ch, &out, &opts, forward_done, j);
+  if (rc == 0)
+    return 1;
+  atomic_fetch_add(&L.fwd_start_failed, 1);
+  sluice_server_call_finish(j->call, SLUICE_STATUS_INTERNAL,
+                            "cannot start the downstream call", NULL);
+  return 0;
 }
 
 static void sleep_us(unsigned long us) {
@@ -204,7 +282,8 @@ static void *worker_main(void *arg) {
     } else {
       sleep_us(L.service_us);
       atomic_fetch_add(&L.served, 1);
-      pass_on(j);
+      if (pass_on(j))
+        continue; /* j is the downstream call's now */
     }
     free(j);
   }
@@ -315,6 +394,9 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   pthread_mutex_init(&L.mu, NULL);
   pthread_cond_init(&L.cv, NULL);
+  for (int k = 0; k < N_KINDS; k++)
+    tb_hist_init(&L.kinds[k]);
+  tb_hist_init(&L.drop_decided);
 
   int exit_code = 1, rc;
   sluice_server_opts *sopts = NULL;

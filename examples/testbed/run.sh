@@ -14,6 +14,12 @@
 #
 # Settings (environment):
 #   STRATEGIES="rr lcc bcc btc"  LOADS="0.3 1.0 2.0"
+#   RUNS=1        runs of every cell (each a fresh chain); RUNS_<lb>=N
+#                 overrides it for one strategy (e.g. RUNS_btc=2). The runs
+#                 are interleaved: every strategy's first run, then every
+#                 second run ... With N > 1 a cell's raw files go to
+#                 <lb>-<load>/run<k>/ and the report gives the mean and
+#                 min-max. Each cell takes about DURATION + WARMUP + 3 s.
 #   DURATION=10 WARMUP=3 (s)  DEADLINE_MS=100  SIZE=4096
 #   WEAK=B WEAK_WORKERS=2 WEAK_SERVICE_US=5000   the weakest layer
 #   WORKERS=8 SERVICE_US=1000                    the other inner layers
@@ -35,6 +41,7 @@ BENCH=$BUILD/tools/sluice-bench
 
 STRATEGIES=${STRATEGIES:-rr lcc bcc btc}
 LOADS=${LOADS:-0.3 1.0 2.0}
+RUNS=${RUNS:-1}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-3}
 DEADLINE_MS=${DEADLINE_MS:-100}
@@ -67,6 +74,23 @@ if [ "$GEN" = auto ]; then
   if [ -x "$BENCH" ]; then GEN=sluice-bench; else GEN=testbed_gen; fi
 fi
 command -v python3 >/dev/null || die "python3 is needed for the report"
+
+# runs_of LB: RUNS_<LB> or RUNS.
+runs_of() {
+  local v="RUNS_$1" n
+  n=${!v:-$RUNS}
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "$v/RUNS must be a positive integer, not '$n'"
+  echo "$n"
+}
+MAXRUNS=0
+RUNS_DESC=""
+N_CELLS=0
+for lb in $STRATEGIES; do
+  n=$(runs_of "$lb") || exit 1
+  [ "$n" -gt "$MAXRUNS" ] && MAXRUNS=$n
+  RUNS_DESC+="${RUNS_DESC:+ }$lb:$n"
+  N_CELLS=$((N_CELLS + n * $(wc -w <<<"$LOADS")))
+done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/testbed.XXXXXX")
 RAW=$OUT/testbed-$DATE-raw
@@ -231,21 +255,27 @@ log "capacity: $CAP calls/s ($CAP_HOW)"
 printf '{"capacity":%s,"how":"%s","computed":%s}\n' "$CAP" "$CAP_HOW" \
   "$COMPUTED" >"$RAW/capacity.json"
 
-for lb in $STRATEGIES; do
-  for load in $LOADS; do
-    rate=$(python3 -c "print(round($load * $CAP))")
-    CELL=$RAW/$lb-$load
-    mkdir -p "$CELL"
-    start_chain "$lb"
-    log "$lb, load $load: offered $rate/s (gateway port $GW_PORT)"
-    run_gen "$rate" "$DURATION" "$WARMUP" "$CELL/gen.json"
-    stop_chain
-    python3 - "$CELL/gen.json" <<'EOF' >&2
+log "runs per cell: $RUNS_DESC ($N_CELLS cells, about $((N_CELLS * (DURATION + WARMUP + 3) / 60 + 1)) min)"
+for ((run = 1; run <= MAXRUNS; run++)); do
+  for lb in $STRATEGIES; do
+    n=$(runs_of "$lb")
+    [ "$run" -le "$n" ] || continue
+    for load in $LOADS; do
+      rate=$(python3 -c "print(round($load * $CAP))")
+      CELL=$RAW/$lb-$load
+      [ "$n" -gt 1 ] && CELL=$CELL/run$run
+      mkdir -p "$CELL"
+      start_chain "$lb"
+      log "$lb, load $load, run $run/$n: offered $rate/s (gateway port $GW_PORT)"
+      run_gen "$rate" "$DURATION" "$WARMUP" "$CELL/gen.json"
+      stop_chain
+      python3 - "$CELL/gen.json" <<'EOF' >&2
 import json, sys
 g = json.load(open(sys.argv[1]))
 print("[testbed]   goodput %.0f/s, p99 %.2f ms, early drops %d, timeouts %d"
       % (g["goodput_rps"], g["p99_ms"], g["early_drops"], g["timeouts"]))
 EOF
+    done
   done
 done
 
@@ -255,7 +285,7 @@ cat >"$RAW/settings.json" <<EOF
  "gw_workers":$GW_WORKERS,"gw_service_us":$GW_SERVICE_US,
  "db_workers":$DB_WORKERS,"db_service_us":$DB_SERVICE_US,
  "duration":$DURATION,"warmup":$WARMUP,"deadline_ms":$DEADLINE_MS,"size":$SIZE,
- "strategies":"$STRATEGIES","loads":"$LOADS","generator":"$GEN",
+ "strategies":"$STRATEGIES","loads":"$LOADS","runs":"$RUNS_DESC","generator":"$GEN",
  "cores":$(nproc),"cpu":"$(lscpu | sed -n 's/^Model name: *//p' | head -1)",
  "date":"$DATE","commit":"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"}
 EOF
