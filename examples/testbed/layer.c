@@ -90,7 +90,9 @@ static struct {
   pthread_cond_t cv;
   job *head, *tail;
   size_t queued;
+  unsigned busy; /* workers in their service time */
   int stopping;
+  sluice_server *srv; /* for the load report (set once it exists) */
 
   /* counters (atomics: workers, loop threads and the dumper) */
   atomic_uint_fast64_t received, skipped, served, fwd_ok, fwd_failed,
@@ -250,6 +252,15 @@ static void sleep_us(unsigned long us) {
     ;
 }
 
+/* Tells clients how busy this layer is (mu held): the worker pool, not the
+ * library, is where calls wait here, so the library cannot know. Sent in
+ * the load report as application_utilization; the strategies read it. */
+static void report_load(void) {
+  if (L.srv)
+    sluice_server_set_utilization(L.srv, (double)(L.busy + L.queued) /
+                                             (double)L.workers);
+}
+
 static void *worker_main(void *arg) {
   (void)arg;
   for (;;) {
@@ -262,6 +273,8 @@ static void *worker_main(void *arg) {
       if (L.head == NULL)
         L.tail = NULL;
       L.queued--;
+      L.busy++;
+      report_load();
     }
     int stopping = L.stopping;
     pthread_mutex_unlock(&L.mu);
@@ -271,20 +284,26 @@ static void *worker_main(void *arg) {
     uint64_t now = sluice_now_ns();
     atomic_fetch_add(&L.queue_wait_ns, now - j->queued_ns);
     uint64_t deadline = sluice_server_call_deadline(j->call);
+    int skipped = 0;
     if (stopping) {
       sluice_server_call_finish(j->call, SLUICE_STATUS_UNAVAILABLE,
                                 "layer shutting down", NULL);
     } else if (sluice_server_call_is_cancelled(j->call) ||
                (deadline != 0 && now >= deadline)) {
+      skipped = 1;
       atomic_fetch_add(&L.skipped, 1);
       sluice_server_call_finish(j->call, SLUICE_STATUS_DEADLINE_EXCEEDED,
                                 "expired in the layer's queue", NULL);
     } else {
       sleep_us(L.service_us);
       atomic_fetch_add(&L.served, 1);
-      if (pass_on(j))
-        continue; /* j is the downstream call's now */
     }
+    pthread_mutex_lock(&L.mu);
+    L.busy--;
+    report_load();
+    pthread_mutex_unlock(&L.mu);
+    if (!stopping && !skipped && pass_on(j))
+      continue; /* j is the downstream call's now */
     free(j);
   }
 }
@@ -312,6 +331,7 @@ static void handle_call(sluice_server_call *call, const Testbed__Msg *req,
     L.head = j;
   L.tail = j;
   L.queued++;
+  report_load();
   if (L.queued > atomic_load(&L.queue_max))
     atomic_store(&L.queue_max, L.queued);
   pthread_cond_signal(&L.cv);
@@ -435,6 +455,10 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
+  pthread_mutex_lock(&L.mu);
+  L.srv = srv;
+  report_load();
+  pthread_mutex_unlock(&L.mu);
   printf("listening on %d\n", L.port);
   fflush(stdout);
 
@@ -462,6 +486,9 @@ out:
   pthread_mutex_unlock(&L.mu);
   for (unsigned i = 0; i < started; i++)
     pthread_join(tids[i], NULL);
+  pthread_mutex_lock(&L.mu);
+  L.srv = NULL;
+  pthread_mutex_unlock(&L.mu);
   sluice_channel_del(L.ch);
   sluice_server_del(srv);
   sluice_server_opts_del(sopts);

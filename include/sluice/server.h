@@ -121,10 +121,14 @@ int sluice_server_opts_set_codel(sluice_server_opts *o, uint32_t target_ms,
  * off; see also sluice_server_opts_set_load_report_interval):
  * `endpoint-load-metrics-bin`, a serialized ORCA
  * xds.data.orca.v3.OrcaLoadReport with
- *   cpu_utilization  in-flight calls / max concurrent calls, or, without a
- *                    server-wide limit, in-flight / (64 * loop threads)
- *                    (a concurrency utilization, not a CPU measurement;
- *                    may exceed 1),
+ *   cpu_utilization  in-flight calls / max concurrent calls (a
+ *                    concurrency utilization, not a CPU measurement);
+ *                    only with sluice_server_opts_set_max_concurrent_calls:
+ *                    without a limit the library cannot know how busy the
+ *                    handlers are,
+ *   application_utilization
+ *                    the application's own figure, when it gives one
+ *                    (sluice_server_set_utilization),
  *   rps_fractional   handlers finished per second over the last ~1 s
  *                    window (0 until the first window has passed),
  *   named_metrics    "queue_ms": mean queue time of the calls that left the
@@ -146,6 +150,17 @@ int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
                                                 uint32_t ms);
 
 /* ---- server */
+
+/* The application's own measure of how busy this server is: 0 idle, 1 at
+ * capacity, above 1 overloaded (e.g. (busy workers + queued jobs) /
+ * workers). Sent to clients as ORCA application_utilization in the load
+ * report, where sluice's balancers prefer it to cpu_utilization: a server
+ * that queues work outside the library (its own worker pool) should give
+ * it, or clients cannot tell a saturated server from an idle one. A
+ * negative value withdraws it. Thread-safe and cheap (one atomic store):
+ * call it whenever the figure changes. Returns 0 or SLUICE_ERR_INVALID_ARG
+ * (srv NULL, utilization NaN). */
+int sluice_server_set_utilization(sluice_server *srv, double utilization);
 
 /* Creates a server (not yet listening) in *out. opts may be NULL; it is read
  * during the call and not kept. Returns 0, SLUICE_ERR_INVALID_ARG or

@@ -441,8 +441,11 @@ void sluice__channel_peer_load(sluice__dest *d, const sluice_metadata *md) {
   sluice__orca r;
   if (!v || sluice__orca_decode((const uint8_t *)v, len, &r) != 0)
     return;
-  sluice__lb_peer_load l = {r.cpu_utilization, r.rps_fractional, r.queue_ms,
-                            r.in_flight};
+  /* The application's own utilization when given, else the server's
+   * concurrency utilization (or none). */
+  double util = r.application_utilization >= 0 ? r.application_utilization
+                                               : r.cpu_utilization;
+  sluice__lb_peer_load l = {util, r.rps_fractional, r.queue_ms, r.in_flight};
   sluice__lb_peer_report(&d->ch->lb, &d->lb, &l, sluice_now_ns());
 }
 

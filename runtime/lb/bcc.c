@@ -17,7 +17,8 @@
  * Decisions, on each completion:
  * - high and congested -> step down. Congested = the peer reports
  *   utilization > 0.9 (report younger than 10 windows, 1 s), or the
- *   call's path shows queueing (latency EWMA > tolerance x its minimum,
+ *   call's path shows queueing (latency EWMA > allowed latency of its
+ *   minimum: tolerance x min, at least min + slack,
  *   1.5x), or the call failed for overload (RESOURCE_EXHAUSTED,
  *   DEADLINE_EXCEEDED, UNAVAILABLE). If the measured gradient limit
  *   (est.limit) is below the limit: limit = max(est.limit, 0.9 x limit)
@@ -109,7 +110,7 @@ static int congested(const sluice__lb *lb, const sluice__lb_dest *d,
   uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
                                                     : SLUICE__LB_MAX_PATHS - 1;
   double min = e->path_lat_min_ns[p], avg = e->path_lat_ewma_ns[p];
-  return min > 0 && avg > lb->cfg.tolerance * min;
+  return min > 0 && avg > sluice__lb_allowed_latency(&lb->cfg, min);
 }
 
 static void bcc_on_complete(sluice__lb *lb, sluice__lb_dest *d,

@@ -15,7 +15,8 @@
  *          method; with several, lat_ewma x the in-flight-weighted
  *          path_lat_min / path_lat_ewma (Little's law per path), so a mix
  *          of 1 ms and 50 ms methods does not look queued
- *   queueing  lat_ewma > tolerance x base
+ *   queueing  lat_ewma > allowed latency of base (tolerance x base, at
+ *             least base + slack)
  *   n      rate x lat_ewma: calls in flight on average (Little's law; the
  *          instantaneous count jumps at every send and completion), or the
  *          instantaneous count when it is beyond Leff
@@ -57,7 +58,7 @@
  *
  * ## Actions, at most one per btc_dwell_ns (200 ms)
  *
- *   target = cap x base x tolerance   (Little's law: the calls in flight
+ *   target = cap x allowed(base)      (Little's law: the calls in flight
  *            that sustain the capacity at the tolerated latency; the
  *            present rate_calls while cap is unknown)
  *
@@ -224,7 +225,8 @@ static void act(sluice__lb *lb, sluice__lb_dest *d, double base, uint64_t now) {
   double r = d->cap > 0 ? d->cap : e->rate_calls;
   if (r <= 0 || base <= 0)
     return; /* nothing measured to act on */
-  double target = clamp_limit(lb, r * base * 1e-9 * cfg->tolerance);
+  double target =
+      clamp_limit(lb, r * sluice__lb_allowed_latency(cfg, base) * 1e-9);
   double limit = d->limit;
   if (unstable(d->state)) {
     if (target < limit) {
@@ -282,7 +284,8 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, uint32_t path,
   double base = base_latency(e, path);
   /* A server reporting itself far from busy has no queue, whatever the
    * latency (the client's own loop may be the slow part). */
-  int queueing = base > 0 && e->lat_ewma_ns > cfg->tolerance * base &&
+  int queueing = base > 0 &&
+                 e->lat_ewma_ns > sluice__lb_allowed_latency(cfg, base) &&
                  !sluice__lb_est_peer_idle(e, now);
   /* One window's rate is noisy (a Poisson 800/s flow gives 80 +- 9 calls
    * per 100 ms), and so is a peer's utilization (in flight / capacity at

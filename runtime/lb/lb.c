@@ -78,6 +78,7 @@ void sluice__lb_config_default(sluice__lb_config *c) {
   c->window_ns = 100 * UINT64_C(1000000);
   c->min_rtt_reset_ns = 10 * UINT64_C(1000000000);
   c->tolerance = 1.5;
+  c->latency_slack_ns = UINT64_C(1000000);
   c->smoothing = 0.2;
   c->bcc_low = 0.5;
   c->bcc_high = 0.9;

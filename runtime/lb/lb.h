@@ -52,7 +52,13 @@ typedef struct sluice__lb_config {
   uint64_t window_ns;        /* 100 ms: rate measurement window */
   uint64_t min_rtt_reset_ns; /* 10 s: the no-load latency is re-learnt */
   double tolerance;          /* 1.5: latency may grow to tolerance x min RTT
-                                before the gradient limiter backs off */
+                                before the gradient limiter backs off ... */
+  uint64_t latency_slack_ns; /* 1 ms: ... and at least to min RTT + this:
+                                a sub-millisecond service on loopback
+                                doubles its latency with any batching or a
+                                busy client loop, which is not a queue worth
+                                cutting limits for (see
+                                sluice__lb_allowed_latency) */
   double smoothing;          /* 0.2: EWMA factor of latency and limit moves */
   double bcc_low, bcc_high;  /* 0.5, 0.9: usage thresholds (in_flight/limit) */
   double btc_low, btc_high;  /* 0.5, 0.9: segment thresholds, both axes */
@@ -152,6 +158,10 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
                          int outcome, uint32_t resp_size, uint64_t now);
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
                               uint64_t now);
+/* The latency a destination (or path) whose no-load latency is min_ns may
+ * show before it counts as queueing: max(tolerance x min, min + slack). */
+double sluice__lb_allowed_latency(const sluice__lb_config *cfg, double min_ns);
+
 /* A peer report younger than SLUICE__LB_PEER_FRESH_NS says utilization
  * below SLUICE__LB_PEER_IDLE: latency growth is not that server's queue. */
 #define SLUICE__LB_PEER_IDLE 0.5

@@ -5,7 +5,8 @@
  * filter. Every update is O(1) and clock-free (`now` comes in).
  *
  * The gradient limit. After each successful call on path p:
- *   gradient  = clamp(tolerance * min_p / ewma_p, 0.5, 1.0)
+ *   gradient  = clamp(allowed(min_p) / ewma_p, 0.5, 1.0), allowed(m) =
+ *               max(tolerance * m, m + latency_slack)
  *   new       = limit * gradient + sqrt(limit)      (queue allowance)
  *   limit     = limit + smoothing * (new - limit),  clamped to
  *               [min_limit, max_limit]
@@ -166,7 +167,8 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
   e->win_bytes += (uint64_t)call->size + resp_size;
 
   double gradient =
-      clamp(cfg->tolerance * e->path_lat_min_ns[p] / e->path_lat_ewma_ns[p],
+      clamp(sluice__lb_allowed_latency(cfg, e->path_lat_min_ns[p]) /
+                e->path_lat_ewma_ns[p],
             GRADIENT_MIN, 1.0);
   double target = e->limit * gradient + lb_sqrt(e->limit);
   /* The server says it is far from busy: rising latency is not its queue
@@ -178,6 +180,12 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
   if (target > e->limit && 2.0 * seen < e->limit)
     return; /* not using the limit: no evidence it should grow */
   e->limit = clamp_limit(cfg, e->limit + cfg->smoothing * (target - e->limit));
+}
+
+double sluice__lb_allowed_latency(const sluice__lb_config *cfg, double min_ns) {
+  double a = cfg->tolerance * min_ns,
+         b = min_ns + (double)cfg->latency_slack_ns;
+  return a > b ? a : b;
 }
 
 int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now) {

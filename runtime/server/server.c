@@ -225,6 +225,7 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   s->count_calls = s->limits || s->opts.load_report;
   uv_mutex_init(&s->mu);
   uv_mutex_init(&s->win_mu);
+  sluice_server_set_utilization(s, -1); /* not given until the user says */
   uv_cond_init(&s->cv);
   *out = s;
   return 0;

@@ -40,10 +40,6 @@
 #include "wire/base64.h"
 #include "wire/orca.h"
 
-/* Nominal concurrent calls one loop serves, for cpu_utilization without a
- * server-wide limit (in_flight / (loops * this)). */
-#define NOMINAL_CALLS_PER_LOOP 64
-
 #define MS 1000000ull
 
 enum { ADMITTED, SERVER_FULL, METHOD_FULL };
@@ -433,6 +429,13 @@ static void roll_window(sluice_server *srv, uint64_t now) {
   uv_mutex_unlock(&srv->win_mu);
 }
 
+int sluice_server_set_utilization(sluice_server *srv, double utilization) {
+  if (!srv || utilization != utilization) /* NaN */
+    return SLUICE_ERR_INVALID_ARG;
+  store_double(&srv->app_util_bits, utilization < 0 ? -1.0 : utilization);
+  return 0;
+}
+
 size_t sluice__load_report(sluice_server *srv, char *out) {
   if (!srv->opts.load_report)
     return 0;
@@ -440,12 +443,15 @@ size_t sluice__load_report(sluice_server *srv, char *out) {
   int in_flight = __atomic_load_n(&srv->in_flight, __ATOMIC_RELAXED);
   if (in_flight < 0)
     in_flight = 0;
-  double capacity = srv->opts.max_calls
-                        ? (double)srv->opts.max_calls
-                        : (double)srv->n_loops * NOMINAL_CALLS_PER_LOOP;
   sluice__orca r;
   sluice__orca_init(&r);
-  r.cpu_utilization = (double)in_flight / (capacity > 0 ? capacity : 1);
+  /* A concurrency utilization only against a known capacity: without a
+   * limit, in-flight calls say nothing about how busy the handlers are (2
+   * calls saturate a 2-worker service), and a guessed low figure made
+   * clients read a saturated server as idle. */
+  if (srv->opts.max_calls)
+    r.cpu_utilization = (double)in_flight / (double)srv->opts.max_calls;
+  r.application_utilization = load_double(&srv->app_util_bits);
   r.rps_fractional = load_double(&srv->rps_bits);
   r.queue_ms = load_double(&srv->queue_ms_bits);
   r.in_flight = in_flight;

@@ -122,6 +122,8 @@ struct sluice_server {
   uint64_t win_start;     /* ns */
   uint64_t win_completions, win_q_sum_us, win_q_n; /* under win_mu */
   uint64_t rps_bits, queue_ms_bits; /* doubles of the last window */
+  uint64_t app_util_bits; /* atomic double: sluice_server_set_utilization,
+                             negative = not given */
 };
 
 /* One HTTP/2 server connection. */

@@ -8,6 +8,7 @@ enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
 void sluice__orca_init(sluice__orca *r) {
   r->cpu_utilization = -1;
   r->mem_utilization = -1;
+  r->application_utilization = -1;
   r->rps_fractional = -1;
   r->queue_ms = -1;
   r->in_flight = -1;
@@ -52,6 +53,8 @@ size_t sluice__orca_encode(const sluice__orca *r, uint8_t *buf, size_t cap) {
     n += put_fixed(tmp + n, 2, r->mem_utilization);
   if (r->rps_fractional >= 0)
     n += put_fixed(tmp + n, 6, r->rps_fractional);
+  if (r->application_utilization >= 0)
+    n += put_fixed(tmp + n, 9, r->application_utilization);
   if (r->queue_ms >= 0)
     n += put_metric(tmp + n, "queue_ms", r->queue_ms);
   if (r->in_flight >= 0)
@@ -188,6 +191,8 @@ int sluice__orca_decode(const uint8_t *p, size_t len, sluice__orca *out) {
         dst = &out->mem_utilization;
       else if (field == 6)
         dst = &out->rps_fractional;
+      else if (field == 9)
+        dst = &out->application_utilization;
     }
     if (dst) {
       if (get_double(&r, dst) != 0)
@@ -209,8 +214,12 @@ int sluice__orca_decode(const uint8_t *p, size_t len, sluice__orca *out) {
   if (!(out->rps_fractional >= 0) && rps_int >= 0)
     out->rps_fractional = rps_int;
   /* Negative or NaN values cannot be told from "absent". */
-  double *all[] = {&out->cpu_utilization, &out->mem_utilization,
-                   &out->rps_fractional, &out->queue_ms, &out->in_flight};
+  double *all[] = {&out->cpu_utilization,
+                   &out->mem_utilization,
+                   &out->application_utilization,
+                   &out->rps_fractional,
+                   &out->queue_ms,
+                   &out->in_flight};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (!(*all[i] >= 0))
       *all[i] = -1;

@@ -21,12 +21,14 @@ typedef struct sluice__orca {
   double cpu_utilization;
   double mem_utilization;
   double rps_fractional;
-  double queue_ms;  /* named_metrics["queue_ms"] */
-  double in_flight; /* named_metrics["in_flight"] */
+  double queue_ms;                /* named_metrics["queue_ms"] */
+  double in_flight;               /* named_metrics["in_flight"] */
+  double application_utilization; /* field 9: the application's own
+                                     measure (set by the server's user) */
 } sluice__orca;
 
 /* Largest encoding of a sluice__orca (every member present). */
-#define SLUICE__ORCA_MAX 80
+#define SLUICE__ORCA_MAX 89
 
 /* Sets every member absent (-1). */
 void sluice__orca_init(sluice__orca *r);

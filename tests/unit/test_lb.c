@@ -314,12 +314,28 @@ static void estimator_gradient_limit(void **state) {
     sluice__lb_est_done(&e, &cfg, &c, MS, 0, 0, t += MS);
   }
   assert_true(e.limit > 30); /* up to twice what is in flight (16) */
-  /* Queueing (3x the minimum): shrinks, but not below min_limit. */
+  /* 1.9x the 1 ms minimum is within the slack (min + 1 ms): no cut. */
+  double before = e.limit;
+  for (int i = 0; i < 100; i++) {
+    sluice__lb_est_sent(&e, &c, t);
+    sluice__lb_est_done(&e, &cfg, &c, 19 * MS / 10, 0, 0, t += MS);
+  }
+  assert_true(e.limit >= before);
+  /* Queueing (3x the minimum): shrinks towards the point where the queue
+   * allowance balances the gradient, allowed 2 ms / 3 ms:
+   * limit * (1 - 2/3) = sqrt(limit) -> 9. */
   for (int i = 0; i < 500; i++) {
     sluice__lb_est_sent(&e, &c, t);
     sluice__lb_est_done(&e, &cfg, &c, 3 * MS, 0, 0, t += MS);
   }
-  /* Fixed point: limit * (1 - 0.5) = sqrt(limit) -> 4. */
+  assert_true(e.limit > 8.8 && e.limit < 9.6);
+  /* Without the slack the allowance is tolerance x min = 1.5 ms:
+   * limit * (1 - 0.5) = sqrt(limit) -> 4. */
+  cfg.latency_slack_ns = 0;
+  for (int i = 0; i < 500; i++) {
+    sluice__lb_est_sent(&e, &c, t);
+    sluice__lb_est_done(&e, &cfg, &c, 3 * MS, 0, 0, t += MS);
+  }
   assert_true(e.limit > 3.9 && e.limit < 4.5);
   for (int i = 0; i < 100; i++) {
     sluice__lb_est_sent(&e, &c, t);
