@@ -34,6 +34,7 @@
 #include <sluice/sluice.h>
 
 #include "helloworld.sluice.h"
+#include "serve.h"
 
 #define DEFAULT_PORT 50051
 #define SHUTDOWN_GRACE_MS 2000
@@ -334,15 +335,9 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* Signals are taken by sigwait() in this thread. Blocking them before any
-   * thread exists makes every thread inherit the mask, so no thread is ever
-   * interrupted by them and no signal handler is needed at all. */
+  /* Before any thread exists (see serve.h). */
   sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  sluice_example_block_signals(&stop_signals);
 
   pthread_condattr_t cattr;
   pthread_condattr_init(&cattr);
@@ -350,17 +345,11 @@ int main(int argc, char **argv) {
   pthread_cond_init(&sleepers_cv, &cattr);
   pthread_condattr_destroy(&cattr);
 
-  /* IPv6 literals need brackets in host:port. */
   char address[300];
-  int bracket = strchr(host, ':') != NULL && host[0] != '[';
-  if ((size_t)snprintf(address, sizeof address, "%s%s%s:%lu",
-                       bracket ? "[" : "", host, bracket ? "]" : "",
-                       port) >= sizeof address) {
-    fprintf(stderr, "%s: host name too long\n", prog);
+  if (sluice_example_address(address, sizeof address, host, port, prog) != 0)
     return 2;
-  }
 
-  int exit_code = 1, rc, bound_port = 0;
+  int exit_code = 1, rc;
   sluice_server_opts *opts = NULL;
   sluice_server *srv = NULL;
   const Helloworld__Greeter_SluiceHandlers handlers = {.say_hello = say_hello};
@@ -400,29 +389,12 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
-  if ((rc = sluice_server_listen(srv, address, &bound_port)) != 0) {
-    fprintf(stderr, "%s: cannot listen on %s: %s\n", prog, address,
-            sluice_strerror(rc));
-    goto out;
-  }
-  if ((rc = sluice_server_start(srv)) != 0) {
-    fprintf(stderr, "%s: cannot start: %s\n", prog, sluice_strerror(rc));
-    goto out;
-  }
-  printf("listening on %d\n", bound_port);
-  fflush(stdout);
-
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0)
-    ;
-  fprintf(stderr, "%s: %s, shutting down\n", prog,
-          sig == SIGINT ? "SIGINT" : "SIGTERM");
 
   /* In-flight calls, delayed ones included, get the grace period to finish;
    * the sleepers still waiting after it are woken to release their calls
    * before the server is freed. */
-  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
-  exit_code = 0;
+  exit_code = sluice_example_serve(srv, address, &stop_signals,
+                                   SHUTDOWN_GRACE_MS, prog);
 
 out:
   stop_sleepers();

@@ -48,6 +48,7 @@
 #include <sluice/sluice.h>
 
 #include "grpc/testing/test.sluice.h"
+#include "serve.h"
 
 #define DEFAULT_PORT 10000
 #define SHUTDOWN_GRACE_MS 2000
@@ -818,26 +819,16 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* Signals are taken by sigwait() in this thread; blocked before any
-   * thread exists, so every thread inherits the mask. */
+  /* Before any thread exists (see serve.h). */
   sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  sluice_example_block_signals(&stop_signals);
   cond_init_monotonic(&live_cv);
 
   char address[300];
-  int bracket = strchr(host, ':') != NULL && host[0] != '[';
-  if ((size_t)snprintf(address, sizeof address, "%s%s%s:%lu",
-                       bracket ? "[" : "", host, bracket ? "]" : "",
-                       port) >= sizeof address) {
-    fprintf(stderr, "%s: host name too long\n", prog);
+  if (sluice_example_address(address, sizeof address, host, port, prog) != 0)
     return 2;
-  }
 
-  int exit_code = 1, rc, bound_port = 0;
+  int exit_code = 1, rc;
   sluice_server_opts *opts = NULL;
   sluice_server *srv = NULL;
   const Grpc__Testing__TestService_SluiceHandlers handlers = {
@@ -887,25 +878,8 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
-  if ((rc = sluice_server_listen(srv, address, &bound_port)) != 0) {
-    fprintf(stderr, "%s: cannot listen on %s: %s\n", prog, address,
-            sluice_strerror(rc));
-    goto out;
-  }
-  if ((rc = sluice_server_start(srv)) != 0) {
-    fprintf(stderr, "%s: cannot start: %s\n", prog, sluice_strerror(rc));
-    goto out;
-  }
-  printf("listening on %d\n", bound_port);
-  fflush(stdout);
-
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0)
-    ;
-  fprintf(stderr, "%s: %s, shutting down\n", prog,
-          sig == SIGINT ? "SIGINT" : "SIGTERM");
-  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
-  exit_code = 0;
+  exit_code = sluice_example_serve(srv, address, &stop_signals,
+                                   SHUTDOWN_GRACE_MS, prog);
 
 out:
   stop_streams();

@@ -25,6 +25,7 @@
 #include <sluice/sluice.h>
 
 #include "route.sluice.h"
+#include "serve.h"
 
 #define SHUTDOWN_GRACE_MS 2000
 #define STOP_WAIT_MS 5000      /* for the workers, after the shutdown */
@@ -413,14 +414,9 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* SIGINT and SIGTERM are taken by sigwait() below; blocked before any
-   * thread exists, so every thread inherits the mask. */
+  /* Before any thread exists (see serve.h). */
   sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  sluice_example_block_signals(&stop_signals);
 
   pthread_condattr_t cattr;
   pthread_condattr_init(&cattr);
@@ -429,9 +425,9 @@ int main(int argc, char **argv) {
   pthread_condattr_destroy(&cattr);
 
   char address[32];
-  snprintf(address, sizeof address, "127.0.0.1:%lu", port);
+  sluice_example_address(address, sizeof address, "127.0.0.1", port, prog);
 
-  int exit_code = 1, rc, bound_port = 0;
+  int exit_code = 1, rc;
   sluice_server_opts *opts = NULL;
   sluice_server *srv = NULL;
   const StreamingDemo__Ticker_SluiceHandlers handlers = {
@@ -444,25 +440,15 @@ int main(int argc, char **argv) {
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
       (rc = sluice_server_new(&srv, opts)) != 0 ||
       (rc = streaming_demo__ticker__sluice_register(srv, &handlers, NULL)) !=
-          0 ||
-      (rc = sluice_server_listen(srv, address, &bound_port)) != 0 ||
-      (rc = sluice_server_start(srv)) != 0) {
-    fprintf(stderr, "%s: cannot serve on %s: %s\n", prog, address,
+          0) {
+    fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;
   }
-  printf("listening on %d\n", bound_port);
-  fflush(stdout);
-
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0)
-    ;
-  fprintf(stderr, "%s: %s, shutting down\n", prog,
-          sig == SIGINT ? "SIGINT" : "SIGTERM");
   /* Calls in flight get the grace period; after it every call is over
    * (on_done has fired), and the workers are told to stop. */
-  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
-  exit_code = 0;
+  exit_code = sluice_example_serve(srv, address, &stop_signals,
+                                   SHUTDOWN_GRACE_MS, prog);
 
 out:
   if (stop_workers() != 0)

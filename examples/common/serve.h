@@ -1,0 +1,33 @@
+/* What every example and benchmark server's main() does around its own
+ * set-up: stop signals, host:port, and the listen / start / wait / shut
+ * down sequence (greeter_server, interop_server, ticker_server,
+ * bench/echo_server). */
+#ifndef SLUICE_EXAMPLES_SERVE_H
+#define SLUICE_EXAMPLES_SERVE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sluice/sluice.h>
+
+/* Blocks SIGINT and SIGTERM, which sluice_example_serve() then takes with
+ * sigwait(), and ignores SIGPIPE. Call it before any thread exists: every
+ * thread inherits the mask, so none is ever interrupted and no signal
+ * handler is needed. */
+void sluice_example_block_signals(sigset_t *stop_signals);
+
+/* "host:port" into out[cap], with brackets around an IPv6 literal. Returns
+ * 0, or -1 after printing "PROG: host name too long". */
+int sluice_example_address(char *out, size_t cap, const char *host,
+                           unsigned long port, const char *prog);
+
+/* Listens on address, starts srv, prints "listening on <port>" on stdout,
+ * waits for one of stop_signals, prints "PROG: SIGTERM, shutting down" on
+ * stderr and shuts srv down with grace_ms for calls in flight. Returns 0,
+ * or 1 after printing why listening or starting failed. */
+int sluice_example_serve(sluice_server *srv, const char *address,
+                         const sigset_t *stop_signals, uint64_t grace_ms,
+                         const char *prog);
+
+#endif
