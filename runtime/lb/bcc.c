@@ -152,50 +152,11 @@ static void bcc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
   d->limit = clamp_limit(lb, limit);
 }
 
-static sluice__lb_verdict most_common(const unsigned cnt[5]) {
-  sluice__lb_verdict v = SLUICE__LB_OVER_LIMIT;
-  if (cnt[SLUICE__LB_PATH_LIMIT] > cnt[v])
-    v = SLUICE__LB_PATH_LIMIT;
-  if (cnt[SLUICE__LB_DEADLINE] > cnt[v])
-    v = SLUICE__LB_DEADLINE;
-  return v;
-}
-
 static sluice__lb_verdict bcc_pick(sluice__lb *lb,
                                    sluice__lb_dest *const *dests, size_t n,
                                    const sluice__lb_call *call, uint64_t now,
                                    size_t *chosen) {
-  unsigned cnt[5] = {0};
-  size_t usable = 0, best = n;
-  double best_u = 0;
-  size_t i = lb->rr_next < n ? lb->rr_next : 0;
-  for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
-    const sluice__lb_dest *d = dests[i];
-    if (!d->usable)
-      continue;
-    usable++;
-    if (!sluice__lb_admits(lb, d, call)) {
-      cnt[d->est.in_flight >= d->limit ? SLUICE__LB_OVER_LIMIT
-                                       : SLUICE__LB_PATH_LIMIT]++;
-      continue;
-    }
-    double u = (d->est.in_flight + 1.0) / d->limit;
-    /* The deadline estimate costs divisions: only for a new best. */
-    if (best < n && u >= best_u)
-      continue;
-    if (!sluice__lb_in_time(d, call, now)) {
-      cnt[SLUICE__LB_DEADLINE]++;
-      continue;
-    }
-    best = i;
-    best_u = u;
-  }
-  if (best < n) {
-    *chosen = best;
-    lb->rr_next = best + 1 < n ? best + 1 : 0;
-    return SLUICE__LB_PICKED;
-  }
-  return usable ? most_common(cnt) : SLUICE__LB_NONE;
+  return sluice__lb_pick_least(lb, dests, n, call, now, NULL, chosen);
 }
 
 static const char *bcc_state_name(const sluice__lb_dest *d) {

@@ -372,22 +372,6 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
              pressure, now);
 }
 
-static sluice__lb_verdict most_common(const unsigned cnt[5]) {
-  sluice__lb_verdict v = SLUICE__LB_OVER_LIMIT;
-  if (cnt[SLUICE__LB_PATH_LIMIT] > cnt[v])
-    v = SLUICE__LB_PATH_LIMIT;
-  if (cnt[SLUICE__LB_DEADLINE] > cnt[v])
-    v = SLUICE__LB_DEADLINE;
-  return v;
-}
-
-/* Load as pick ranks it: calls in flight, counting this one, per unit of
- * limit (as lcc: with equal limits, least in flight; a destination that
- * fails every call at once does not look idlest). */
-static double key(const sluice__lb_dest *d) {
-  return (d->est.in_flight + 1.0) / d->limit;
-}
-
 /* Unstable, and measured lately. A saturated destination that no longer
  * gets calls (pick prefers the others) completes none, so its state is
  * not evaluated again: after the hold time without a closed window the
@@ -404,40 +388,8 @@ static sluice__lb_verdict btc_pick(sluice__lb *lb,
                                    sluice__lb_dest *const *dests, size_t n,
                                    const sluice__lb_call *call, uint64_t now,
                                    size_t *chosen) {
-  unsigned cnt[5] = {0};
-  size_t usable = 0, best = n;
-  int best_sat = 0;
-  double best_k = 0;
-  size_t i = lb->rr_next < n ? lb->rr_next : 0;
-  for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
-    const sluice__lb_dest *d = dests[i];
-    if (!d->usable)
-      continue;
-    usable++;
-    if (!sluice__lb_admits(lb, d, call)) {
-      cnt[d->est.in_flight >= d->limit ? SLUICE__LB_OVER_LIMIT
-                                       : SLUICE__LB_PATH_LIMIT]++;
-      continue;
-    }
-    int sat = saturated(lb, d, now);
-    double kd = key(d);
-    if (best < n && (sat > best_sat || (sat == best_sat && kd >= best_k)))
-      continue;
-    /* The deadline estimate costs divisions: only for a new best. */
-    if (!sluice__lb_in_time(d, call, now)) {
-      cnt[SLUICE__LB_DEADLINE]++;
-      continue;
-    }
-    best = i;
-    best_sat = sat;
-    best_k = kd;
-  }
-  if (best < n) {
-    *chosen = best;
-    lb->rr_next = best + 1 < n ? best + 1 : 0;
-    return SLUICE__LB_PICKED;
-  }
-  return usable ? most_common(cnt) : SLUICE__LB_NONE;
+  /* Least loaded, saturated destinations last. */
+  return sluice__lb_pick_least(lb, dests, n, call, now, saturated, chosen);
 }
 
 static const char *btc_state_name(const sluice__lb_dest *d) {

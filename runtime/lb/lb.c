@@ -503,6 +503,62 @@ sluice__lb_verdict sluice__lb_check(const sluice__lb *lb,
                                           : SLUICE__LB_DEADLINE;
 }
 
+double sluice__lb_load(const sluice__lb_dest *d) {
+  return (d->est.in_flight + 1.0) / d->limit;
+}
+
+/* Most frequent refusal, for the caller's error message; on a tie the
+ * capacity reasons come first (they say the channel is saturated). */
+static sluice__lb_verdict most_common(const unsigned cnt[5]) {
+  sluice__lb_verdict v = SLUICE__LB_OVER_LIMIT;
+  if (cnt[SLUICE__LB_PATH_LIMIT] > cnt[v])
+    v = SLUICE__LB_PATH_LIMIT;
+  if (cnt[SLUICE__LB_DEADLINE] > cnt[v])
+    v = SLUICE__LB_DEADLINE;
+  return v;
+}
+
+sluice__lb_verdict sluice__lb_pick_least(
+    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
+    const sluice__lb_call *call, uint64_t now,
+    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
+    size_t *chosen) {
+  unsigned cnt[5] = {0};
+  size_t usable = 0, best = n;
+  int best_t = 0;
+  double best_k = 0;
+  size_t i = lb->rr_next < n ? lb->rr_next : 0;
+  for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
+    const sluice__lb_dest *d = dests[i];
+    if (!d->usable)
+      continue;
+    usable++;
+    if (!sluice__lb_admits(lb, d, call)) {
+      cnt[d->est.in_flight >= d->limit ? SLUICE__LB_OVER_LIMIT
+                                       : SLUICE__LB_PATH_LIMIT]++;
+      continue;
+    }
+    int t = tier ? tier(lb, d, now) : 0;
+    double kd = sluice__lb_load(d);
+    if (best < n && (t > best_t || (t == best_t && kd >= best_k)))
+      continue;
+    /* The deadline estimate costs divisions: only for a new best. */
+    if (!sluice__lb_in_time(d, call, now)) {
+      cnt[SLUICE__LB_DEADLINE]++;
+      continue;
+    }
+    best = i;
+    best_t = t;
+    best_k = kd;
+  }
+  if (best < n) {
+    *chosen = best;
+    lb->rr_next = best + 1 < n ? best + 1 : 0;
+    return SLUICE__LB_PICKED;
+  }
+  return usable ? most_common(cnt) : SLUICE__LB_NONE;
+}
+
 size_t sluice__lb_rand(sluice__lb *lb, size_t n) {
   if (n == 0)
     return 0;

@@ -321,6 +321,21 @@ sluice__lb_verdict sluice__lb_check(const sluice__lb *lb,
  * (the call's path's latency when that path was measured here). */
 int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
                        uint64_t now);
+/* The load of d as the least-loaded strategies rank it: calls in flight,
+ * counting the new one, per unit of d's admission limit (d->limit > 0). */
+double sluice__lb_load(const sluice__lb_dest *d);
+/* The least loaded (sluice__lb_load) of the usable dests that admit call
+ * and can answer it in time, the scan starting after the last pick so
+ * ties go round robin. tier (may be NULL) ranks before the load: a lower
+ * tier always wins (btc: not saturated before saturated). Returns PICKED
+ * with *chosen set, NONE when nothing is usable, else the most frequent
+ * refusal (capacity reasons first on a tie). lcc, bcc and btc pick with
+ * it. */
+sluice__lb_verdict sluice__lb_pick_least(
+    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
+    const sluice__lb_call *call, uint64_t now,
+    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
+    size_t *chosen);
 /* xorshift64* in [0, n). */
 size_t sluice__lb_rand(sluice__lb *lb, size_t n);
 
