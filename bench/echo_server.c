@@ -20,7 +20,6 @@
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a
  * free one). SIGINT or SIGTERM shut it down gracefully (GOAWAY, 2 s drain).
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -244,18 +243,6 @@ static void usage(FILE *f, const char *prog) {
           prog);
 }
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  if (s == NULL || *s == '\0' || *s == '-')
-    return -1;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
@@ -271,11 +258,11 @@ int main(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad;
     if (strcmp(flag, "--port") == 0) {
-      bad = parse_uint(val, 65535, &port);
+      bad = sluice_example_parse_ulong(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
-      bad = parse_uint(val, 1024, &threads);
+      bad = sluice_example_parse_ulong(val, 1024, &threads);
     } else if (strcmp(flag, "--delay-us") == 0) {
-      bad = parse_uint(val, 60000000, &delay_us);
+      bad = sluice_example_parse_ulong(val, 60000000, &delay_us);
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
       host = val;
@@ -330,16 +317,10 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
-  if (tls_cert) {
-    sluice_tls_server_config tls;
-    sluice_tls_server_config_init(&tls);
-    tls.cert.file = tls_cert;
-    tls.key.file = tls_key;
-    if ((rc = sluice_server_opts_set_tls(opts, &tls)) != 0) {
-      fprintf(stderr, "%s: TLS: %s (%s)\n", prog, sluice_strerror(rc),
-              sluice_server_opts_last_error(opts));
-      goto out;
-    }
+  if (tls_cert &&
+      sluice_example_server_tls(opts, tls_cert, tls_key, NULL, 0, prog) != 0) {
+    exit_code = 2; /* bad arguments */
+    goto out;
   }
   if ((rc = sluice_server_new(&srv, opts)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,

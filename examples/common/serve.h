@@ -22,6 +22,19 @@ void sluice_example_block_signals(sigset_t *stop_signals);
 int sluice_example_address(char *out, size_t cap, const char *host,
                            unsigned long port, const char *prog);
 
+/* A decimal number 0..max from a command-line value (no sign, no
+ * trailing characters). Returns 0, or -1 when s is NULL or not one. */
+int sluice_example_parse_ulong(const char *s, unsigned long max,
+                               unsigned long *out);
+
+/* Makes o accept TLS only, with the certificate chain and key files, and,
+ * with client_ca, client certificates checked against it (required when
+ * require_client_cert, else requested). The files are read now. Returns 0,
+ * or -1 after printing "PROG: cannot use the TLS credentials: why". */
+int sluice_example_server_tls(sluice_server_opts *o, const char *cert,
+                              const char *key, const char *client_ca,
+                              int require_client_cert, const char *prog);
+
 /* Listens on address, starts srv, prints "listening on <port>" on stdout,
  * waits for one of stop_signals, prints "PROG: SIGTERM, shutting down" on
  * stderr and shuts srv down with grace_ms for calls in flight. Returns 0,

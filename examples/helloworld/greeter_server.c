@@ -227,18 +227,6 @@ static void usage(FILE *f, const char *prog) {
           prog, DEFAULT_PORT);
 }
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  if (s == NULL || *s == '\0' || *s == '-')
-    return -1;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 /* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
 static int parse_bool(const char *v) {
   if (v == NULL)
@@ -294,9 +282,9 @@ int main(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad;
     if (strcmp(flag, "--port") == 0) {
-      bad = parse_uint(val, 65535, &port);
+      bad = sluice_example_parse_ulong(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
-      bad = parse_uint(val, 1024, &threads);
+      bad = sluice_example_parse_ulong(val, 1024, &threads);
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
       host = val;
@@ -360,24 +348,11 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
-  if (use_tls) {
-    /* The files are read here: a missing or bad one fails now. */
-    sluice_tls_server_config tls;
-    sluice_tls_server_config_init(&tls);
-    tls.cert.file = tls_cert;
-    tls.key.file = tls_key;
-    if (tls_client_ca != NULL) {
-      tls.client_ca.file = tls_client_ca;
-      tls.client_cert = require_client_cert ? SLUICE_CLIENT_CERT_REQUIRE
-                                            : SLUICE_CLIENT_CERT_REQUEST;
-    }
-    if ((rc = sluice_server_opts_set_tls(opts, &tls)) != 0) {
-      fprintf(stderr, "%s: cannot use the TLS credentials: %s\n", prog,
-              rc == SLUICE_ERR_TLS ? sluice_server_opts_last_error(opts)
-                                   : sluice_strerror(rc));
-      exit_code = 2;
-      goto out;
-    }
+  if (use_tls &&
+      sluice_example_server_tls(opts, tls_cert, tls_key, tls_client_ca,
+                                require_client_cert, prog) != 0) {
+    exit_code = 2; /* bad arguments */
+    goto out;
   }
   if ((rc = sluice_server_new(&srv, opts)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,

@@ -369,18 +369,6 @@ static void usage(FILE *f, const char *prog) {
           prog);
 }
 
-static int parse_uint(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  if (s == NULL || *s == '\0' || *s == '-')
-    return -1;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   unsigned long port = 0, threads = 0;
@@ -393,10 +381,10 @@ int main(int argc, char **argv) {
       usage(stdout, prog);
       return 0;
     } else if (strcmp(flag, "--port") == 0) {
-      bad = parse_uint(val, 65535, &port);
+      bad = sluice_example_parse_ulong(val, 65535, &port);
       have_port = 1;
     } else if (strcmp(flag, "--threads") == 0) {
-      bad = parse_uint(val, 1024, &threads);
+      bad = sluice_example_parse_ulong(val, 1024, &threads);
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
       usage(stderr, prog);

@@ -49,6 +49,7 @@
 #include <sluice/sluice.h>
 
 #include "hist.h"
+#include "serve.h"
 #include "testbed.sluice.h"
 
 #define SHUTDOWN_GRACE_MS 2000
@@ -348,18 +349,6 @@ static void usage(FILE *f, const char *prog) {
           prog);
 }
 
-static int parse_ulong(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  if (s == NULL || *s == '\0' || *s == '-')
-    return -1;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (*end != '\0' || errno != 0 || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *next = NULL, *stats_path = NULL;
@@ -376,13 +365,14 @@ int main(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad = val == NULL || *val == '\0';
     if (strcmp(flag, "--port") == 0)
-      bad = parse_ulong(val, 65535, &port);
+      bad = sluice_example_parse_ulong(val, 65535, &port);
     else if (strcmp(flag, "--workers") == 0)
-      bad = parse_ulong(val, MAX_WORKERS, &workers) || workers == 0;
+      bad = sluice_example_parse_ulong(val, MAX_WORKERS, &workers) ||
+            workers == 0;
     else if (strcmp(flag, "--service-us") == 0)
-      bad = parse_ulong(val, 10000000UL, &service_us);
+      bad = sluice_example_parse_ulong(val, 10000000UL, &service_us);
     else if (strcmp(flag, "--threads") == 0)
-      bad = parse_ulong(val, 64, &threads);
+      bad = sluice_example_parse_ulong(val, 64, &threads);
     else if (strcmp(flag, "--next") == 0)
       next = val;
     else if (strcmp(flag, "--lb") == 0)
