@@ -3,8 +3,10 @@
 #
 # Runs protoc once per proto with protoc-c (--c_out) and protoc-gen-sluice
 # (--sluice_out), adds the generated .pb-c.c and .sluice.c files to tgt,
-# OUT_DIR to its include directories and links it to the runtime `sluice`
-# (PUBLIC; use the keyword form of target_link_libraries on tgt).
+# OUT_DIR to its include directories and links it to the runtime
+# sluice::sluice (PUBLIC; use the keyword form of target_link_libraries on
+# tgt). The same from the source tree (add_subdirectory: the static
+# library) and from an installed package (find_package: the shared one).
 #
 # A proto below one of IMPORT_DIRS keeps its path relative to that dir
 # ("a/b.proto" -> OUT_DIR/a/b.pb-c.h), so imports between files resolve the
@@ -14,21 +16,22 @@
 # ${CMAKE_CURRENT_BINARY_DIR}/sluice_gen/<tgt>.
 include_guard(GLOBAL)
 
-# Where sluice/options.proto lives: the source tree here; an installed
-# package config sets it to the installed proto dir before including this.
+# Where sluice/options.proto lives and which plugin runs: the source tree
+# and the in-tree protoc-gen-sluice here; the installed package config
+# (sluiceConfig.cmake) sets SLUICE_PROTO_DIR to <prefix>/include and defines
+# the imported executable sluice::protoc-gen-sluice before including this.
+# Kept as global properties: the function runs in its caller's scope, which
+# may be a parent project's (add_subdirectory) that never saw our variables.
 if(NOT DEFINED SLUICE_PROTO_DIR)
   get_filename_component(SLUICE_PROTO_DIR "${CMAKE_CURRENT_LIST_DIR}/../proto"
                          ABSOLUTE)
 endif()
+set_property(GLOBAL PROPERTY SLUICE_PROTO_DIR "${SLUICE_PROTO_DIR}")
 find_path(SLUICE_WKT_PROTO_DIR google/protobuf/descriptor.proto
           PATHS /usr/include /usr/local/include REQUIRED
           DOC "Directory holding protobuf's well-known .proto files")
-if(NOT PROTOC)
-  find_program(PROTOC protoc REQUIRED)
-endif()
-if(NOT PROTOC_GEN_C)
-  find_program(PROTOC_GEN_C NAMES protoc-gen-c protoc-c REQUIRED)
-endif()
+find_program(PROTOC protoc REQUIRED)
+find_program(PROTOC_GEN_C NAMES protoc-gen-c protoc-c REQUIRED)
 
 function(sluice_generate)
   cmake_parse_arguments(SG "" "TARGET;OUT_DIR" "PROTOS;IMPORT_DIRS" ${ARGN})
@@ -47,6 +50,15 @@ function(sluice_generate)
   endif()
   get_filename_component(out "${SG_OUT_DIR}" ABSOLUTE
                          BASE_DIR ${CMAKE_CURRENT_BINARY_DIR})
+
+  get_property(proto_dir GLOBAL PROPERTY SLUICE_PROTO_DIR)
+  # In-tree the plugin is built first (a target-level dependency); from an
+  # installed package it is a file on disk.
+  if(TARGET protoc-gen-sluice)
+    set(plugin_dep protoc-gen-sluice)
+  else()
+    set(plugin_dep $<TARGET_FILE:sluice::protoc-gen-sluice>)
+  endif()
 
   set(import_dirs)
   set(import_flags)
@@ -91,14 +103,13 @@ function(sluice_generate)
       OUTPUT ${outs}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${out}
       COMMAND ${PROTOC} --plugin=protoc-gen-c=${PROTOC_GEN_C}
-              --plugin=protoc-gen-sluice=$<TARGET_FILE:protoc-gen-sluice>
+              --plugin=protoc-gen-sluice=$<TARGET_FILE:sluice::protoc-gen-sluice>
               --c_out=${out} --sluice_out=${out}
-              -I${root} ${import_flags} -I${SLUICE_PROTO_DIR}
+              -I${root} ${import_flags} -I${proto_dir}
               -I${SLUICE_WKT_PROTO_DIR} ${rel}
       # rel is then both a disk path and the virtual name protoc uses.
       WORKING_DIRECTORY ${root}
-      DEPENDS ${all_protos} protoc-gen-sluice
-              ${SLUICE_PROTO_DIR}/sluice/options.proto
+      DEPENDS ${all_protos} ${plugin_dep} ${proto_dir}/sluice/options.proto
       COMMENT "sluice: generating code for ${rel}"
       VERBATIM)
     list(APPEND sources ${out}/${base}.pb-c.c ${out}/${base}.sluice.c)
@@ -106,5 +117,5 @@ function(sluice_generate)
 
   target_sources(${SG_TARGET} PRIVATE ${sources})
   target_include_directories(${SG_TARGET} PUBLIC ${out})
-  target_link_libraries(${SG_TARGET} PUBLIC sluice)
+  target_link_libraries(${SG_TARGET} PUBLIC sluice::sluice)
 endfunction()

@@ -31,6 +31,8 @@
 #ifndef SLUICE_CALL_H
 #define SLUICE_CALL_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,10 +84,11 @@ typedef struct sluice_call_handlers {
  * ...), never synchronously from inside this function. Returns 0 (on_done will
  * fire), SLUICE_ERR_INVALID_ARG (NULL ch, method, handlers, on_done or out) or
  * SLUICE_ERR_NOMEM (then nothing fires). */
-int sluice_call_start(sluice_channel *ch, const sluice_method_desc *method,
-                      const sluice_call_opts *opts,
-                      const sluice_call_handlers *handlers, void *user_data,
-                      sluice_call **out);
+SLUICE_API int sluice_call_start(sluice_channel *ch,
+                                 const sluice_method_desc *method,
+                                 const sluice_call_opts *opts,
+                                 const sluice_call_handlers *handlers,
+                                 void *user_data, sluice_call **out);
 
 /* As sluice_call_start, for methods that take one request (unary and
  * server-streaming): req is serialized, queued and the sending side closed
@@ -94,11 +97,12 @@ int sluice_call_start(sluice_channel *ch, const sluice_method_desc *method,
  * with RESOURCE_EXHAUSTED (this still returns 0). Returns 0,
  * SLUICE_ERR_INVALID_ARG (also: req NULL or not of the request type) or
  * SLUICE_ERR_NOMEM. */
-int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *method,
-                          const ProtobufCMessage *req,
-                          const sluice_call_opts *opts,
-                          const sluice_call_handlers *handlers, void *user_data,
-                          sluice_call **out);
+SLUICE_API int sluice_call_start_msg(sluice_channel *ch,
+                                     const sluice_method_desc *method,
+                                     const ProtobufCMessage *req,
+                                     const sluice_call_opts *opts,
+                                     const sluice_call_handlers *handlers,
+                                     void *user_data, sluice_call **out);
 
 /* Flags of sluice_call_send_ex / sluice_server_call_send_ex. */
 #define SLUICE_SEND_NO_COMPRESS 1u /* send this message uncompressed */
@@ -111,46 +115,46 @@ int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *method,
  * called, the call is done, or a second message on a unary or
  * server-streaming method), SLUICE_ERR_TOO_LARGE (over max_request_size:
  * the call is failed with RESOURCE_EXHAUSTED) or SLUICE_ERR_NOMEM. */
-int sluice_call_send(sluice_call *call, const ProtobufCMessage *msg);
+SLUICE_API int sluice_call_send(sluice_call *call, const ProtobufCMessage *msg);
 /* As sluice_call_send with flags (SLUICE_SEND_NO_COMPRESS). */
-int sluice_call_send_ex(sluice_call *call, const ProtobufCMessage *msg,
-                        unsigned flags);
+SLUICE_API int sluice_call_send_ex(sluice_call *call,
+                                   const ProtobufCMessage *msg, unsigned flags);
 
 /* Half-closes: no more messages will be sent (END_STREAM follows the
  * queued ones). Thread-safe. Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_STATE (already closed or done). */
-int sluice_call_close_send(sluice_call *call);
+SLUICE_API int sluice_call_close_send(sluice_call *call);
 
 /* Cancels the call: on_done fires with CANCELLED (unless it already fired)
  * and the stream is reset. Thread-safe, idempotent. message may be NULL.
  * Returns 0 or SLUICE_ERR_INVALID_ARG. */
-int sluice_call_cancel(sluice_call *call, const char *message);
+SLUICE_API int sluice_call_cancel(sluice_call *call, const char *message);
 
 /* Pauses (paused != 0) or resumes delivery of response messages. While
  * paused, nothing reaches on_message and the peer is held back by HTTP/2
  * flow control (see the top of this file). on_done still fires when the
  * call fails; an OK on_done waits until every message was delivered.
  * Thread-safe. Returns 0 or SLUICE_ERR_INVALID_ARG. */
-int sluice_call_set_recv_paused(sluice_call *call, int paused);
+SLUICE_API int sluice_call_set_recv_paused(sluice_call *call, int paused);
 
 /* Bytes currently queued for sending (serialized, not yet handed to HTTP/2).
  * Thread-safe. 0 for NULL. */
-size_t sluice_call_send_queued(const sluice_call *call);
+SLUICE_API size_t sluice_call_send_queued(const sluice_call *call);
 
 /* The most bytes of this call's received data held at once (undelivered
  * messages + partial message + data not yet returned to the peer's window):
  * what the receive bound above promises. 0 for NULL. */
-size_t sluice_call_recv_buffered_max(const sluice_call *call);
+SLUICE_API size_t sluice_call_recv_buffered_max(const sluice_call *call);
 
 /* Non-zero when the most recently delivered response message arrived
  * compressed (valid inside on_message). */
-int sluice_call_last_message_compressed(const sluice_call *call);
+SLUICE_API int sluice_call_last_message_compressed(const sluice_call *call);
 
 /* Gives up the caller's reference. The call goes on; callbacks keep firing
  * until on_done; then the library frees it. May be called from inside a
  * callback (the handle stays valid until that callback returns). NULL is
  * ignored. */
-void sluice_call_release(sluice_call *call);
+SLUICE_API void sluice_call_release(sluice_call *call);
 
 #ifdef __cplusplus
 }

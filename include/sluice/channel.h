@@ -10,6 +10,8 @@
 #ifndef SLUICE_CHANNEL_H
 #define SLUICE_CHANNEL_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,48 +35,52 @@ struct uv_loop_s;
 /* Creates options with defaults in *out; the caller frees them with
  * sluice_channel_opts_del(). Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_NOMEM. */
-int sluice_channel_opts_new(sluice_channel_opts **out);
+SLUICE_API int sluice_channel_opts_new(sluice_channel_opts **out);
 /* Frees options. NULL is ignored. */
-void sluice_channel_opts_del(sluice_channel_opts *o);
+SLUICE_API void sluice_channel_opts_del(sluice_channel_opts *o);
 /* Runs the channel on the caller's loop (borrowed; it must outlive the
  * channel and be run by the caller). No thread is started then, and calls
  * should be started on that loop's thread for zero hand-off. */
-int sluice_channel_opts_set_loop(sluice_channel_opts *o,
-                                 struct uv_loop_s *loop);
+SLUICE_API int sluice_channel_opts_set_loop(sluice_channel_opts *o,
+                                            struct uv_loop_s *loop);
 /* Largest response message accepted (bytes, after decoding). Default 4 MiB,
  * as gRPC. Larger responses fail the call with RESOURCE_EXHAUSTED. */
-int sluice_channel_opts_set_max_response_size(sluice_channel_opts *o,
-                                              uint32_t bytes);
+SLUICE_API int sluice_channel_opts_set_max_response_size(sluice_channel_opts *o,
+                                                         uint32_t bytes);
 /* Largest request message sent. Default unlimited (UINT32_MAX). */
-int sluice_channel_opts_set_max_request_size(sluice_channel_opts *o,
-                                             uint32_t bytes);
+SLUICE_API int sluice_channel_opts_set_max_request_size(sluice_channel_opts *o,
+                                                        uint32_t bytes);
 /* :authority sent with every call; default: the target's host:port. The
  * string is copied. */
-int sluice_channel_opts_set_authority(sluice_channel_opts *o,
-                                      const char *authority);
+SLUICE_API int sluice_channel_opts_set_authority(sluice_channel_opts *o,
+                                                 const char *authority);
 /* How often a dns: target is resolved again (default 30000 ms). */
-int sluice_channel_opts_set_resolve_interval_ms(sluice_channel_opts *o,
-                                                uint32_t ms);
+SLUICE_API int
+sluice_channel_opts_set_resolve_interval_ms(sluice_channel_opts *o,
+                                            uint32_t ms);
 /* Reconnect back-off, as gRPC's connection-backoff: initial delay (default
  * 1000 ms), growing 1.6x with +-20 % jitter up to max (default 120000 ms). */
-int sluice_channel_opts_set_backoff_ms(sluice_channel_opts *o,
-                                       uint32_t initial_ms, uint32_t max_ms);
+SLUICE_API int sluice_channel_opts_set_backoff_ms(sluice_channel_opts *o,
+                                                  uint32_t initial_ms,
+                                                  uint32_t max_ms);
 /* Time allowed for one TCP connect (default 20000 ms). */
-int sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o,
-                                               uint32_t ms);
+SLUICE_API int
+sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o, uint32_t ms);
 
 /* Load balancing and back-pressure strategy for calls on channels made with
  * o (see docs/flow-control.md): "rr" (round robin, no limits), "lcc" (least
  * in-flight calls, adaptive limit), "bcc" (bounded concurrency with usage
  * thresholds), "btc" (bounded throughput and concurrency; the default).
  * Returns 0 or SLUICE_ERR_INVALID_ARG (unknown name). */
-int sluice_channel_opts_set_lb(sluice_channel_opts *o, const char *name);
+SLUICE_API int sluice_channel_opts_set_lb(sluice_channel_opts *o,
+                                          const char *name);
 /* A bounded wait queue for calls that no destination may take now (all at
  * their limits): at most max_len calls wait, each at most max_wait_ms, for
  * a destination to admit them; beyond that they are dropped locally with
  * RESOURCE_EXHAUSTED. Default max_len 0: drop at once, without any I/O. */
-int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o, uint32_t max_len,
-                                       uint32_t max_wait_ms);
+SLUICE_API int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o,
+                                                  uint32_t max_len,
+                                                  uint32_t max_wait_ms);
 
 /* ---- channel */
 
@@ -89,15 +95,15 @@ int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o, uint32_t max_len,
  * opts may be NULL (defaults); it is read during the call and not kept.
  * Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_BAD_TARGET, SLUICE_ERR_NOMEM
  * or SLUICE_ERR_SYSTEM; *out is untouched on failure. */
-int sluice_channel_new(sluice_channel **out, const char *target,
-                       const sluice_channel_opts *opts);
+SLUICE_API int sluice_channel_new(sluice_channel **out, const char *target,
+                                  const sluice_channel_opts *opts);
 
 /* Destroys the channel. Calls still in flight complete with CANCELLED
  * ("channel destroyed") before this returns (on a channel with its own loop)
  * or on the next turns of the user's loop (a channel on a user loop: keep
  * running that loop until uv_run returns). Must not be called from inside one
  * of the channel's own callbacks. NULL is ignored. */
-void sluice_channel_del(sluice_channel *ch);
+SLUICE_API void sluice_channel_del(sluice_channel *ch);
 
 /* ---- per-call options: a plain struct, filled by sluice_call_opts_init() */
 
@@ -109,6 +115,12 @@ typedef enum sluice_compression {
 } sluice_compression;
 
 typedef struct sluice_call_opts {
+  /* The size of this struct as the caller's program was compiled, set by
+   * sluice_call_opts_init(); leave it alone. It lets a newer library append
+   * fields without breaking programs built against older headers (the
+   * library reads only the first struct_size bytes, docs/abi.md). 0 (a
+   * struct zeroed by hand) is read as ABI 0's layout. */
+  size_t struct_size;
   /* Relative timeout in ms; 0 = none (then the method's default applies). */
   uint64_t timeout_ms;
   /* Absolute deadline on sluice_now_ns()'s clock; 0 = none. When both are
@@ -128,15 +140,26 @@ typedef struct sluice_call_opts {
   uint32_t send_buffer;
 } sluice_call_opts;
 
-/* Fills o with "no options". */
-void sluice_call_opts_init(sluice_call_opts *o);
+/* Fills the first struct_size bytes of o with "no options" and records
+ * struct_size in it. Programs call sluice_call_opts_init(), which passes the
+ * size the program was compiled with; this form is for bindings that cannot
+ * use an inline function. NULL is ignored. */
+SLUICE_API void sluice_call_opts_init_sized(sluice_call_opts *o,
+                                            size_t struct_size);
+
+/* Fills o with "no options" (every field 0) and records the struct's size
+ * as this program was compiled (see struct_size). NULL is ignored. */
+static inline void sluice_call_opts_init(sluice_call_opts *o) {
+  sluice_call_opts_init_sized(o, sizeof(sluice_call_opts));
+}
 
 struct sluice_server_call;
 /* Deadline propagation: the outgoing call gets (at most) the remaining
  * deadline of parent, the server call whose handler is making it; nothing
  * changes when parent has no deadline. NULL arguments are ignored. */
-void sluice_call_opts_set_parent(sluice_call_opts *o,
-                                 const struct sluice_server_call *parent);
+SLUICE_API void
+sluice_call_opts_set_parent(sluice_call_opts *o,
+                            const struct sluice_server_call *parent);
 
 /* Completion of a unary call. Runs exactly once, on the channel's loop
  * thread. st is borrowed until the callback returns. resp is the decoded
@@ -153,9 +176,11 @@ typedef void (*sluice_unary_cb)(const sluice_status *st,
  * Returns 0 when cb will fire; SLUICE_ERR_INVALID_ARG (ch, method, req or cb
  * NULL, or req not of the method's request type) or SLUICE_ERR_NOMEM when it
  * will not. Thread-safe. */
-int sluice_unary_call(sluice_channel *ch, const sluice_method_desc *method,
-                      const ProtobufCMessage *req, const sluice_call_opts *opts,
-                      sluice_unary_cb cb, void *user_data);
+SLUICE_API int sluice_unary_call(sluice_channel *ch,
+                                 const sluice_method_desc *method,
+                                 const ProtobufCMessage *req,
+                                 const sluice_call_opts *opts,
+                                 sluice_unary_cb cb, void *user_data);
 
 /* For generated typed stubs: a generic function pointer and a trampoline
  * that casts it back to the stub's typed callback and calls it, so no
@@ -167,12 +192,12 @@ typedef void (*sluice_unary_tramp)(const sluice_status *st,
 
 /* As sluice_unary_call, but completion calls tramp(st, resp, cb, user_data).
  * Used by generated code; same ownership, threading and return values. */
-int sluice_unary_call_tramp(sluice_channel *ch,
-                            const sluice_method_desc *method,
-                            const ProtobufCMessage *req,
-                            const sluice_call_opts *opts,
-                            sluice_unary_tramp tramp, sluice_generic_fn cb,
-                            void *user_data);
+SLUICE_API int sluice_unary_call_tramp(sluice_channel *ch,
+                                       const sluice_method_desc *method,
+                                       const ProtobufCMessage *req,
+                                       const sluice_call_opts *opts,
+                                       sluice_unary_tramp tramp,
+                                       sluice_generic_fn cb, void *user_data);
 
 /* Blocking unary call. On return *status holds the outcome (owned by the
  * caller: sluice_status_clear() it; status may be NULL if not wanted) and,
@@ -233,13 +258,14 @@ typedef struct sluice_channel_stats {
  * waits for the loop). Free with
  * sluice_channel_stats_clear(). Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_NOMEM. */
-int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out);
+SLUICE_API int sluice_channel_get_stats(sluice_channel *ch,
+                                        sluice_channel_stats *out);
 /* Frees what a snapshot owns. NULL is ignored. */
-void sluice_channel_stats_clear(sluice_channel_stats *s);
+SLUICE_API void sluice_channel_stats_clear(sluice_channel_stats *s);
 /* The same snapshot as Prometheus text exposition (metrics prefixed
  * sluice_client_, labelled by destination); *text is malloc'd, the caller
  * frees it. Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_NOMEM. */
-int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
+SLUICE_API int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
 
 #ifdef __cplusplus
 }

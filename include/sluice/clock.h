@@ -2,6 +2,8 @@
 #ifndef SLUICE_CLOCK_H
 #define SLUICE_CLOCK_H
 
+#include "sluice/export.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -10,7 +12,7 @@ extern "C" {
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC), the clock of every
  * absolute deadline in the API. Thread-safe. */
-uint64_t sluice_now_ns(void);
+SLUICE_API uint64_t sluice_now_ns(void);
 
 #ifdef __cplusplus
 }

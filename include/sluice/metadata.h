@@ -9,6 +9,8 @@
 #ifndef SLUICE_METADATA_H
 #define SLUICE_METADATA_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -20,36 +22,37 @@ typedef struct sluice_metadata sluice_metadata;
 /* Creates an empty list in *out. The caller owns it and frees it with
  * sluice_metadata_del(). Returns 0, SLUICE_ERR_INVALID_ARG (out NULL) or
  * SLUICE_ERR_NOMEM; *out is untouched on failure. */
-int sluice_metadata_new(sluice_metadata **out);
+SLUICE_API int sluice_metadata_new(sluice_metadata **out);
 
 /* Frees the list and every entry. NULL is ignored. */
-void sluice_metadata_del(sluice_metadata *md);
+SLUICE_API void sluice_metadata_del(sluice_metadata *md);
 
 /* Appends key/value; both are copied. value may hold any bytes for "-bin"
  * keys. Returns 0, SLUICE_ERR_INVALID_ARG (NULL pointer, bad key, reserved
  * "grpc-" key, or non-printable value for an ASCII key) or SLUICE_ERR_NOMEM. */
-int sluice_metadata_add(sluice_metadata *md, const char *key, const void *value,
-                        size_t value_len);
+SLUICE_API int sluice_metadata_add(sluice_metadata *md, const char *key,
+                                   const void *value, size_t value_len);
 
 /* Appends key with a NUL-terminated string value; see sluice_metadata_add. */
-int sluice_metadata_add_str(sluice_metadata *md, const char *key,
-                            const char *value);
+SLUICE_API int sluice_metadata_add_str(sluice_metadata *md, const char *key,
+                                       const char *value);
 
 /* Number of entries; 0 for NULL. */
-size_t sluice_metadata_count(const sluice_metadata *md);
+SLUICE_API size_t sluice_metadata_count(const sluice_metadata *md);
 
 /* Entry i (0-based) in insertion order. *key and *value are borrowed from the
  * list (valid until it is changed or freed); values are NUL-terminated for
  * convenience, *value_len excludes the NUL. Returns 0 or
  * SLUICE_ERR_INVALID_ARG when i is out of range or a pointer is NULL. */
-int sluice_metadata_get(const sluice_metadata *md, size_t i, const char **key,
-                        const void **value, size_t *value_len);
+SLUICE_API int sluice_metadata_get(const sluice_metadata *md, size_t i,
+                                   const char **key, const void **value,
+                                   size_t *value_len);
 
 /* First entry whose key equals key (keys are compared exactly; they are
  * always lowercase). Returns the value (borrowed, NUL-terminated) and its
  * length in *value_len (may be NULL), or NULL when absent. */
-const char *sluice_metadata_find(const sluice_metadata *md, const char *key,
-                                 size_t *value_len);
+SLUICE_API const char *sluice_metadata_find(const sluice_metadata *md,
+                                            const char *key, size_t *value_len);
 
 #ifdef __cplusplus
 }

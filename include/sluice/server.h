@@ -8,6 +8,8 @@
 #ifndef SLUICE_SERVER_H
 #define SLUICE_SERVER_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,25 +45,28 @@ typedef void (*sluice_unary_dispatch)(sluice_server_call *call,
 /* Creates server options with defaults in *out (free with
  * sluice_server_opts_del). Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_NOMEM. */
-int sluice_server_opts_new(sluice_server_opts **out);
+SLUICE_API int sluice_server_opts_new(sluice_server_opts **out);
 /* Frees options. NULL is ignored. */
-void sluice_server_opts_del(sluice_server_opts *o);
+SLUICE_API void sluice_server_opts_del(sluice_server_opts *o);
 /* Number of loop threads; 0 = one per core (default). */
-int sluice_server_opts_set_threads(sluice_server_opts *o, unsigned n);
+SLUICE_API int sluice_server_opts_set_threads(sluice_server_opts *o,
+                                              unsigned n);
 /* Largest request message accepted (default 4 MiB); larger ones fail with
  * RESOURCE_EXHAUSTED. */
-int sluice_server_opts_set_max_request_size(sluice_server_opts *o,
-                                            uint32_t bytes);
+SLUICE_API int sluice_server_opts_set_max_request_size(sluice_server_opts *o,
+                                                       uint32_t bytes);
 /* Largest response message sent (default unlimited). */
-int sluice_server_opts_set_max_response_size(sluice_server_opts *o,
-                                             uint32_t bytes);
+SLUICE_API int sluice_server_opts_set_max_response_size(sluice_server_opts *o,
+                                                        uint32_t bytes);
 /* SETTINGS_MAX_CONCURRENT_STREAMS announced per connection (default 1000).
  */
-int sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
-                                                  uint32_t n);
+SLUICE_API int
+sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
+                                              uint32_t n);
 /* Bound of each call's response send queue in bytes (default
  * SLUICE_DEFAULT_SEND_BUFFER); see sluice_server_call_send. */
-int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes);
+SLUICE_API int sluice_server_opts_set_send_buffer(sluice_server_opts *o,
+                                                  uint32_t bytes);
 
 /* ---- admission: concurrency limits, queueing, shedding, load report
  *
@@ -82,8 +87,8 @@ int sluice_server_opts_set_send_buffer(sluice_server_opts *o, uint32_t bytes);
 /* At most n calls in flight in the whole server, across all loops; 0 (the
  * default) = no limit. Returns 0 or SLUICE_ERR_INVALID_ARG (n > INT32_MAX).
  */
-int sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o,
-                                                uint32_t n);
+SLUICE_API int
+sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o, uint32_t n);
 
 /* At most n calls of the method path ("/package.Service/Method", copied) in
  * flight; 0 removes the limit. Several methods may have limits; setting a
@@ -92,9 +97,8 @@ int sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o,
  * limit does not hold up calls of other methods. A path that is never
  * registered is ignored. Returns 0, SLUICE_ERR_INVALID_ARG (path NULL or
  * not starting with '/') or SLUICE_ERR_NOMEM. */
-int sluice_server_opts_set_method_max_concurrent_calls(sluice_server_opts *o,
-                                                       const char *path,
-                                                       uint32_t n);
+SLUICE_API int sluice_server_opts_set_method_max_concurrent_calls(
+    sluice_server_opts *o, const char *path, uint32_t n);
 
 /* At most n calls waiting for a slot, server-wide (default 1000). A call
  * over a limit that finds the queue full is refused at once:
@@ -103,7 +107,8 @@ int sluice_server_opts_set_method_max_concurrent_calls(sluice_server_opts *o,
  * at least 10 ms). 0 = no queue: a call over a limit is refused at once.
  * Only matters when a concurrency limit is set. Returns 0 or
  * SLUICE_ERR_INVALID_ARG. */
-int sluice_server_opts_set_max_queue(sluice_server_opts *o, uint32_t n);
+SLUICE_API int sluice_server_opts_set_max_queue(sluice_server_opts *o,
+                                                uint32_t n);
 
 /* Sheds waiting calls on queue time, the CoDel way (RFC 8289): once the
  * queue time of the oldest waiting call has stayed above target_ms for
@@ -114,8 +119,9 @@ int sluice_server_opts_set_max_queue(sluice_server_opts *o, uint32_t n);
  * turns it off. Acts on the admission queue, so it needs a concurrency
  * limit. Returns 0 or SLUICE_ERR_INVALID_ARG (interval 0 with a target, or
  * either above one hour). */
-int sluice_server_opts_set_codel(sluice_server_opts *o, uint32_t target_ms,
-                                 uint32_t interval_ms);
+SLUICE_API int sluice_server_opts_set_codel(sluice_server_opts *o,
+                                            uint32_t target_ms,
+                                            uint32_t interval_ms);
 
 /* Load report in every response's trailers (on by default; on 0 turns it
  * off; see also sluice_server_opts_set_load_report_interval):
@@ -136,7 +142,8 @@ int sluice_server_opts_set_codel(sluice_server_opts *o, uint32_t target_ms,
  *                    "in_flight": calls in flight now.
  * Clients that do not know the trailer ignore it. Returns 0 or
  * SLUICE_ERR_INVALID_ARG. */
-int sluice_server_opts_set_load_report(sluice_server_opts *o, int on);
+SLUICE_API int sluice_server_opts_set_load_report(sluice_server_opts *o,
+                                                  int on);
 
 /* Sends the load report at most once per ms milliseconds on each
  * connection (the first response of a connection and every shed or
@@ -146,8 +153,8 @@ int sluice_server_opts_set_load_report(sluice_server_opts *o, int on);
  * small-message throughput; one per 10 ms keeps the signal fresh for a
  * client's load balancer at no measurable cost. Returns 0 or
  * SLUICE_ERR_INVALID_ARG (above one hour). */
-int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
-                                                uint32_t ms);
+SLUICE_API int
+sluice_server_opts_set_load_report_interval(sluice_server_opts *o, uint32_t ms);
 
 /* ---- server */
 
@@ -160,12 +167,14 @@ int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
  * negative value withdraws it. Thread-safe and cheap (one atomic store):
  * call it whenever the figure changes. Returns 0 or SLUICE_ERR_INVALID_ARG
  * (srv NULL, utilization NaN). */
-int sluice_server_set_utilization(sluice_server *srv, double utilization);
+SLUICE_API int sluice_server_set_utilization(sluice_server *srv,
+                                             double utilization);
 
 /* Creates a server (not yet listening) in *out. opts may be NULL; it is read
  * during the call and not kept. Returns 0, SLUICE_ERR_INVALID_ARG or
  * SLUICE_ERR_NOMEM. */
-int sluice_server_new(sluice_server **out, const sluice_server_opts *opts);
+SLUICE_API int sluice_server_new(sluice_server **out,
+                                 const sluice_server_opts *opts);
 
 /* Registers a service before sluice_server_start(). desc is borrowed (static
  * tables from generated code); dispatch has desc->n_methods entries (NULL for
@@ -174,34 +183,34 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts);
  * Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_DUPLICATE (a method path is
  * already registered), SLUICE_ERR_STATE (server started) or SLUICE_ERR_NOMEM.
  * Generated code wraps this as <package>__<service>__sluice_register(). */
-int sluice_server_add_service(sluice_server *srv,
-                              const sluice_service_desc *desc,
-                              const sluice_unary_dispatch *dispatch,
-                              const void *handlers, size_t handlers_size,
-                              void *user_data);
+SLUICE_API int sluice_server_add_service(sluice_server *srv,
+                                         const sluice_service_desc *desc,
+                                         const sluice_unary_dispatch *dispatch,
+                                         const void *handlers,
+                                         size_t handlers_size, void *user_data);
 
 /* Listens on address: "host:port" (host may be an IPv4 literal, "[v6]" or a
  * name; port 0 picks a free port) or "unix:/path". The bound port is stored
  * in *port_out when non-NULL (0 for unix:). May be called several times,
  * before sluice_server_start(). Returns 0, SLUICE_ERR_INVALID_ARG,
  * SLUICE_ERR_BAD_ADDRESS, SLUICE_ERR_STATE or SLUICE_ERR_SYSTEM. */
-int sluice_server_listen(sluice_server *srv, const char *address,
-                         int *port_out);
+SLUICE_API int sluice_server_listen(sluice_server *srv, const char *address,
+                                    int *port_out);
 
 /* Starts the loop threads and begins accepting. Returns 0, SLUICE_ERR_STATE
  * (already started or nothing to listen on) or SLUICE_ERR_SYSTEM. */
-int sluice_server_start(sluice_server *srv);
+SLUICE_API int sluice_server_start(sluice_server *srv);
 
 /* Graceful shutdown: stops accepting, sends GOAWAY to every connection, lets
  * in-flight calls finish for up to grace_ms, then cancels the rest (their
  * clients see CANCELLED/UNAVAILABLE) and stops the loops. Blocks until done.
  * Thread-safe; must not be called from a handler. Calling it twice is
  * harmless. Returns 0 or SLUICE_ERR_INVALID_ARG. */
-int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms);
+SLUICE_API int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms);
 
 /* Shuts down (grace 0) if still running, then frees the server. NULL is
  * ignored. */
-void sluice_server_del(sluice_server *srv);
+SLUICE_API void sluice_server_del(sluice_server *srv);
 
 /* ---- server calls: valid from the handler until the call is finished */
 
@@ -216,14 +225,15 @@ void sluice_server_del(sluice_server *srv);
  * with resp NULL or of the wrong type). A call that the client cancelled or
  * whose deadline passed is answered by the library; replying to it is still
  * required and is then a harmless no-op. */
-int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
-                              const char *message,
-                              const ProtobufCMessage *resp);
+SLUICE_API int sluice_server_call_finish(sluice_server_call *call,
+                                         sluice_status_code code,
+                                         const char *message,
+                                         const ProtobufCMessage *resp);
 
 /* Shorthand for sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL,
  * resp). */
-int sluice_server_call_reply(sluice_server_call *call,
-                             const ProtobufCMessage *resp);
+SLUICE_API int sluice_server_call_reply(sluice_server_call *call,
+                                        const ProtobufCMessage *resp);
 
 /* ---- streaming */
 
@@ -251,9 +261,10 @@ typedef struct sluice_server_call_handlers {
  * and delivered after it. Callable once, from any thread, before finish.
  * Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (already set, or
  * the call was finished). */
-int sluice_server_call_set_handlers(sluice_server_call *call,
-                                    const sluice_server_call_handlers *h,
-                                    void *user_data);
+SLUICE_API int
+sluice_server_call_set_handlers(sluice_server_call *call,
+                                const sluice_server_call_handlers *h,
+                                void *user_data);
 
 /* Queues a response message (server-streaming and bidi methods; serialized
  * and maybe compressed on the caller's thread; the caller keeps msg).
@@ -262,58 +273,62 @@ int sluice_server_call_set_handlers(sluice_server_call *call,
  * SLUICE_ERR_STATE (finished, cancelled, or not a streaming-response
  * method), SLUICE_ERR_TOO_LARGE (over the max response size; nothing sent)
  * or SLUICE_ERR_NOMEM. */
-int sluice_server_call_send(sluice_server_call *call,
-                            const ProtobufCMessage *msg);
+SLUICE_API int sluice_server_call_send(sluice_server_call *call,
+                                       const ProtobufCMessage *msg);
 /* As sluice_server_call_send with flags (SLUICE_SEND_NO_COMPRESS). */
-int sluice_server_call_send_ex(sluice_server_call *call,
-                               const ProtobufCMessage *msg, unsigned flags);
+SLUICE_API int sluice_server_call_send_ex(sluice_server_call *call,
+                                          const ProtobufCMessage *msg,
+                                          unsigned flags);
 
 /* Pauses (paused != 0) or resumes delivery of request messages; while
  * paused the client is held back by HTTP/2 flow control, so at most one
  * stream window (SLUICE_STREAM_WINDOW) plus one message is buffered.
  * Thread-safe. Returns 0 or SLUICE_ERR_INVALID_ARG. */
-int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused);
+SLUICE_API int sluice_server_call_set_recv_paused(sluice_server_call *call,
+                                                  int paused);
 
 /* Compresses the response messages of this call (before the first one is
  * sent; default none). The client's grpc-accept-encoding is honoured: if
  * it does not list gzip, messages go uncompressed. Thread-safe. Returns 0,
  * SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (headers already sent). */
-int sluice_server_call_set_compression(sluice_server_call *call,
-                                       sluice_compression c);
+SLUICE_API int sluice_server_call_set_compression(sluice_server_call *call,
+                                                  sluice_compression c);
 
 /* Non-zero when the most recent request message (the unary/server-streaming
  * request, or the one inside on_message) arrived compressed. */
-int sluice_server_call_message_compressed(const sluice_server_call *call);
+SLUICE_API int
+sluice_server_call_message_compressed(const sluice_server_call *call);
 
 /* The most bytes of request data held at once for this call (see
  * sluice_server_call_set_recv_paused). */
-size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call);
+SLUICE_API size_t
+sluice_server_call_recv_buffered_max(const sluice_server_call *call);
 
 /* Adds metadata to send with the response headers (before finish only;
  * copied). Same key rules as sluice_metadata_add. */
-int sluice_server_call_add_initial_metadata(sluice_server_call *call,
-                                            const char *key, const void *value,
-                                            size_t len);
+SLUICE_API int sluice_server_call_add_initial_metadata(sluice_server_call *call,
+                                                       const char *key,
+                                                       const void *value,
+                                                       size_t len);
 /* Adds metadata to send with the trailers (before finish only; copied). */
-int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
-                                             const char *key, const void *value,
-                                             size_t len);
+SLUICE_API int sluice_server_call_add_trailing_metadata(
+    sluice_server_call *call, const char *key, const void *value, size_t len);
 
 /* The client's custom metadata (borrowed; valid until finish). Never NULL. */
 const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call);
 /* Absolute deadline on sluice_now_ns()'s clock; 0 when the client sent
  * none. */
-uint64_t sluice_server_call_deadline(const sluice_server_call *call);
+SLUICE_API uint64_t sluice_server_call_deadline(const sluice_server_call *call);
 /* Peer address, "ipv4:1.2.3.4:5678", "ipv6:[::1]:5678" or "unix:" (borrowed;
  * valid until finish). */
-const char *sluice_server_call_peer(const sluice_server_call *call);
+SLUICE_API const char *sluice_server_call_peer(const sluice_server_call *call);
 /* The method being called (static table). */
 const sluice_method_desc *
 sluice_server_call_method(const sluice_server_call *call);
 /* Non-zero once the client cancelled, the deadline passed or the connection
  * died: the reply will be discarded. Thread-safe. */
-int sluice_server_call_is_cancelled(const sluice_server_call *call);
+SLUICE_API int sluice_server_call_is_cancelled(const sluice_server_call *call);
 
 #ifdef __cplusplus
 }

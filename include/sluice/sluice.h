@@ -10,5 +10,6 @@
 #include "sluice/server.h"
 #include "sluice/status.h"
 #include "sluice/tls.h"
+#include "sluice/version.h"
 
 #endif

@@ -9,6 +9,8 @@
 #ifndef SLUICE_STATUS_H
 #define SLUICE_STATUS_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -43,7 +45,7 @@ typedef enum sluice_status_code {
 
 /* The canonical name of a code ("DEADLINE_EXCEEDED"); "UNKNOWN_CODE" for a
  * number outside 0..16. Static string, never NULL. */
-const char *sluice_status_name(sluice_status_code code);
+SLUICE_API const char *sluice_status_name(sluice_status_code code);
 
 /* API misuse errors, returned as negative ints. */
 #define SLUICE_ERRNO_MAP(XX)                                                   \
@@ -68,7 +70,7 @@ enum {
 
 /* A human-readable description of a SLUICE_ERR_* value (or "success" for 0).
  * Static string, never NULL. */
-const char *sluice_strerror(int err);
+SLUICE_API const char *sluice_strerror(int err);
 
 struct sluice_metadata;
 
@@ -90,10 +92,10 @@ typedef struct sluice_status {
 
 /* Sets every field to zero/NULL. Call before handing a status to a blocking
  * call. NULL is ignored. */
-void sluice_status_init(sluice_status *st);
+SLUICE_API void sluice_status_init(sluice_status *st);
 
 /* Frees what a status owns and re-initialises it. NULL is ignored. */
-void sluice_status_clear(sluice_status *st);
+SLUICE_API void sluice_status_clear(sluice_status *st);
 
 #ifdef __cplusplus
 }

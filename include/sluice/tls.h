@@ -14,6 +14,8 @@
 #ifndef SLUICE_TLS_H
 #define SLUICE_TLS_H
 
+#include "sluice/export.h"
+
 #include <stddef.h>
 
 #include "sluice/channel.h"
@@ -46,18 +48,19 @@ typedef struct sluice_tls_client_config {
 } sluice_tls_client_config;
 
 /* Fills c with "not given" everywhere. */
-void sluice_tls_client_config_init(sluice_tls_client_config *c);
+SLUICE_API void sluice_tls_client_config_init(sluice_tls_client_config *c);
 
 /* Makes channels created with o use TLS with cfg. Returns 0,
  * SLUICE_ERR_INVALID_ARG (o or cfg NULL, cert without key ...) or
  * SLUICE_ERR_TLS (a file cannot be read, a PEM does not parse, the key does
  * not match the certificate: see sluice_channel_opts_last_error). */
-int sluice_channel_opts_set_tls(sluice_channel_opts *o,
-                                const sluice_tls_client_config *cfg);
+SLUICE_API int sluice_channel_opts_set_tls(sluice_channel_opts *o,
+                                           const sluice_tls_client_config *cfg);
 
 /* The text of the last SLUICE_ERR_TLS from these options ("" if none).
  * Borrowed; valid until the options change or are freed. */
-const char *sluice_channel_opts_last_error(const sluice_channel_opts *o);
+SLUICE_API const char *
+sluice_channel_opts_last_error(const sluice_channel_opts *o);
 
 /* Whether a TLS server asks clients for a certificate. */
 typedef enum sluice_client_cert_mode {
@@ -77,21 +80,23 @@ typedef struct sluice_tls_server_config {
 } sluice_tls_server_config;
 
 /* Fills c with "not given" everywhere and SLUICE_CLIENT_CERT_NONE. */
-void sluice_tls_server_config_init(sluice_tls_server_config *c);
+SLUICE_API void sluice_tls_server_config_init(sluice_tls_server_config *c);
 
 /* Makes servers created with o accept TLS only, on every listener. Returns
  * 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_TLS (see
  * sluice_server_opts_last_error). */
-int sluice_server_opts_set_tls(sluice_server_opts *o,
-                               const sluice_tls_server_config *cfg);
+SLUICE_API int sluice_server_opts_set_tls(sluice_server_opts *o,
+                                          const sluice_tls_server_config *cfg);
 
 /* The text of the last SLUICE_ERR_TLS from these options ("" if none). */
-const char *sluice_server_opts_last_error(const sluice_server_opts *o);
+SLUICE_API const char *
+sluice_server_opts_last_error(const sluice_server_opts *o);
 
 /* The verified client certificate's subject of a mutual-TLS call
  * ("CN=client,O=..." in RFC 2253 form), or NULL (plaintext, or no client
  * certificate). Borrowed; valid until the call is finished. */
-const char *sluice_server_call_peer_identity(const sluice_server_call *call);
+SLUICE_API const char *
+sluice_server_call_peer_identity(const sluice_server_call *call);
 
 #ifdef __cplusplus
 }

@@ -33,9 +33,23 @@ void sluice__link_remove(sluice__link *n) {
 }
 int sluice__link_empty(const sluice__link *h) { return h->next == h; }
 
-void sluice_call_opts_init(sluice_call_opts *o) {
-  if (o)
-    memset(o, 0, sizeof *o);
+void sluice_call_opts_init_sized(sluice_call_opts *o, size_t struct_size) {
+  if (!o || struct_size < sizeof o->struct_size)
+    return;
+  memset(o, 0, struct_size < sizeof *o ? struct_size : sizeof *o);
+  o->struct_size = struct_size;
+}
+
+/* The caller's options as this library's layout: fields its program did not
+ * know of (an older, shorter struct) read as 0, fields this library does not
+ * know of (a newer program) are ignored. */
+static const sluice_call_opts *call_opts_read(const sluice_call_opts *opts,
+                                              sluice_call_opts *local) {
+  if (!opts || opts->struct_size == 0 || opts->struct_size >= sizeof *opts)
+    return opts;
+  memset(local, 0, sizeof *local);
+  memcpy(local, opts, opts->struct_size);
+  return local;
 }
 
 static void ccall_free(sluice__ccall *c) {
@@ -356,6 +370,8 @@ static void request_fail(sluice__ccall *c, sluice_status_code code,
  */
 static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
                                 const sluice_call_opts *opts) {
+  sluice_call_opts local;
+  opts = call_opts_read(opts, &local);
   /* Calls started on the loop thread reuse freed ones (objcache.h). */
   sluice__ccall *c = sluice__loop_on_thread(ch->loop)
                          ? sluice__objcache_get(&ch->call_cache)

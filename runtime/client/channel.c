@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sluice/version.h>
+
 #include "client/client.h"
 #include "transport/h2mem.h"
 #include "transport/tls.h"
@@ -583,7 +585,7 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   if (!ch->authority)
     goto nomem;
   snprintf(ch->user_agent, sizeof ch->user_agent, "grpc-c-sluice/%s",
-           SLUICE_VERSION);
+           sluice_version());
   sluice__link_init(&ch->pending);
   sluice__link_init(&ch->waiting);
   sluice__objcache_init(&ch->call_cache, sizeof(sluice__ccall), 128);
