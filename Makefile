@@ -2,13 +2,19 @@
 #   make demo   build, start the greeter server, call it, stop it
 #   make test   build plain and ASan+UBSan, run every test through ctest
 # Both install missing Debian packages first (scripts/install-deps.sh).
+# And for users of the library:
+#   make install [PREFIX=/usr/local] [DESTDIR=stage]
+#   make deb     .deb packages (libsluice0, libsluice-dev, protoc-gen-sluice)
+#   make docs    API reference (Doxygen) into build/docs/api/html
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
+PREFIX ?= /usr/local
+CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_BUILD ?= build-asan
 
 .PHONY: all deps build build-asan demo test test-plain test-asan format clean \
-	bench-testbed
+	bench-testbed install
 
 all: build
 
@@ -16,15 +22,27 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	$(CONFIGURE) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-demo: build
+# Only what the demo runs, so that the first run is quick.
+demo: deps
+	$(CONFIGURE) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target greeter_server greeter_client
 	@scripts/demo.sh $(BUILD)
+
+# The library, headers, plugin, options.proto, CMake package and sluice.pc
+# (cmake/SluiceInstall.cmake). The prefix is configured too, so that the
+# library directory follows it (lib/<multiarch> for /usr, else lib).
+install: deps
+	$(CONFIGURE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target sluice sluice_shared \
+		protoc-gen-sluice
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300

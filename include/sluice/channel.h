@@ -205,7 +205,7 @@ SLUICE_API int sluice_unary_call_tramp(sluice_channel *ch,
  * protobuf_c_message_free_unpacked(*resp, NULL). Returns the status code;
  * API misuse (NULL pointers, call on the loop thread) yields
  * INVALID_ARGUMENT/FAILED_PRECONDITION statuses generated locally. */
-sluice_status_code
+SLUICE_API sluice_status_code
 sluice_unary_call_blocking(sluice_channel *ch, const sluice_method_desc *method,
                            const ProtobufCMessage *req, ProtobufCMessage **resp,
                            const sluice_call_opts *opts, sluice_status *status);

@@ -315,7 +315,7 @@ SLUICE_API int sluice_server_call_add_trailing_metadata(
     sluice_server_call *call, const char *key, const void *value, size_t len);
 
 /* The client's custom metadata (borrowed; valid until finish). Never NULL. */
-const sluice_metadata *
+SLUICE_API const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call);
 /* Absolute deadline on sluice_now_ns()'s clock; 0 when the client sent
  * none. */
@@ -324,7 +324,7 @@ SLUICE_API uint64_t sluice_server_call_deadline(const sluice_server_call *call);
  * valid until finish). */
 SLUICE_API const char *sluice_server_call_peer(const sluice_server_call *call);
 /* The method being called (static table). */
-const sluice_method_desc *
+SLUICE_API const sluice_method_desc *
 sluice_server_call_method(const sluice_server_call *call);
 /* Non-zero once the client cancelled, the deadline passed or the connection
  * died: the reply will be discarded. Thread-safe. */
