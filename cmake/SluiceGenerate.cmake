@@ -1,12 +1,13 @@
 # sluice_generate(TARGET tgt PROTOS a.proto ... [IMPORT_DIRS d ...]
-#                 [OUT_DIR dir])
+#                 [OUT_DIR dir] [STATIC])
 #
 # Runs protoc once per proto with protoc-c (--c_out) and protoc-gen-sluice
 # (--sluice_out), adds the generated .pb-c.c and .sluice.c files to tgt,
 # OUT_DIR to its include directories and links it to the runtime
 # sluice::sluice (PUBLIC; use the keyword form of target_link_libraries on
 # tgt). The same from the source tree (add_subdirectory: the static
-# library) and from an installed package (find_package: the shared one).
+# library) and from an installed package (find_package: the shared one;
+# STATIC links sluice::sluice_static instead).
 #
 # A proto below one of IMPORT_DIRS keeps its path relative to that dir
 # ("a/b.proto" -> OUT_DIR/a/b.pb-c.h), so imports between files resolve the
@@ -34,7 +35,8 @@ find_program(PROTOC protoc REQUIRED)
 find_program(PROTOC_GEN_C NAMES protoc-gen-c protoc-c REQUIRED)
 
 function(sluice_generate)
-  cmake_parse_arguments(SG "" "TARGET;OUT_DIR" "PROTOS;IMPORT_DIRS" ${ARGN})
+  cmake_parse_arguments(SG "STATIC" "TARGET;OUT_DIR" "PROTOS;IMPORT_DIRS"
+                        ${ARGN})
   if(NOT SG_TARGET OR NOT TARGET ${SG_TARGET})
     message(FATAL_ERROR "sluice_generate: TARGET must name an existing target")
   endif()
@@ -117,5 +119,9 @@ function(sluice_generate)
 
   target_sources(${SG_TARGET} PRIVATE ${sources})
   target_include_directories(${SG_TARGET} PUBLIC ${out})
-  target_link_libraries(${SG_TARGET} PUBLIC sluice::sluice)
+  if(SG_STATIC)
+    target_link_libraries(${SG_TARGET} PUBLIC sluice::sluice_static)
+  else()
+    target_link_libraries(${SG_TARGET} PUBLIC sluice::sluice)
+  endif()
 endfunction()

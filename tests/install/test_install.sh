@@ -3,7 +3,8 @@
 # out-of-tree example (examples/external/) built against it four ways and
 # run each time:
 #   1. CMake, find_package(sluice) + sluice_generate() (libsluice.so; the
-#      programs find it through the RUNPATH CMake writes for the prefix)
+#      programs find it through the RUNPATH CMake writes for the prefix),
+#      and again with sluice_generate(... STATIC) (libsluice.a)
 #   2. plain Makefile with pkg-config (libsluice.so; -Wl,-rpath from the
 #      .pc's libdir)
 #   3. the same, LINK=static (libsluice.a + pkg-config --static)
@@ -75,6 +76,17 @@ readelf -d "$tmp/cmake/notes_client" | grep -q "R.*PATH.*$prefix/lib" ||
   fail "notes_client (CMake) has no RUNPATH to $prefix/lib"
 "$ext/run.sh" "$tmp/cmake"
 
+step "1b. CMake package, sluice::sluice_static"
+cmake -S "$ext" -B "$tmp/cmake-static" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DNOTES_STATIC=ON >/dev/null
+cmake --build "$tmp/cmake-static" -j2 >"$tmp/cmake-static.log" 2>&1 ||
+  { cat "$tmp/cmake-static.log" >&2; fail "CMake static build"; }
+if readelf -d "$tmp/cmake-static/notes_client" | grep -q 'NEEDED.*libsluice'
+then
+  fail "notes_client (CMake, static) still needs libsluice.so"
+fi
+"$ext/run.sh" "$tmp/cmake-static"
+
 step "2. pkg-config, shared"
 make -s -C "$ext" PKG_CONFIG_PATH="$prefix/lib/pkgconfig" OUT="$tmp/pc" \
   >"$tmp/pc.log" 2>&1 || { cat "$tmp/pc.log" >&2; fail "pkg-config build"; }
@@ -100,5 +112,5 @@ if grep -qE 'greeter|e2e_|sluice-bench|echo_server' "$tmp/sub.log"; then
   fail "add_subdirectory built sluice's own examples/tests/bench"
 fi
 "$ext/run.sh" "$tmp/sub"
-echo "test_install: OK (sluice $version: CMake package, pkg-config shared" \
-  "and static, add_subdirectory)"
+echo "test_install: OK (sluice $version: CMake package shared and static," \
+  "pkg-config shared and static, add_subdirectory)"
