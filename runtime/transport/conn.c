@@ -1,11 +1,35 @@
+/* Socket I/O without SIGPIPE. A write to a socket whose peer has gone
+ * raises SIGPIPE, and its default action kills the process: a server or
+ * client written from the README (which leaves signals alone) died the
+ * first time a peer vanished mid-call. gRPC does not ask its users to
+ * ignore SIGPIPE, nor does sluice. libuv's uv_write/uv_try_write write
+ * with write/writev on Linux, which raise it, so libuv only tells us when
+ * the socket is ready (uv_poll) and the reads and writes are ours: send()
+ * with MSG_NOSIGNAL (SO_NOSIGPIPE on systems that lack it) reports EPIPE
+ * for that one write and touches nothing else. Blocking SIGPIPE in the
+ * loop thread instead is not enough: uv_write finishes a backed-up write
+ * later from inside uv_run, on whatever thread runs the loop (the user's,
+ * for a channel on the user's loop), and a mask kept for a loop thread's
+ * whole life would also hold for the handlers it runs and the processes
+ * they start. The process's signal dispositions are never changed. */
 #include "transport/conn.h"
 
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "sluice/status.h"
 #include "transport/tls.h"
+
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on the socket instead */
+#endif
 
 #define CONN_OF(field, ptr)                                                    \
   ((sluice__conn *)((char *)(ptr)-offsetof(sluice__conn, field)))
@@ -14,13 +38,22 @@ static void do_flush(sluice__task *t) {
   sluice__conn_flush(CONN_OF(flush_task, t));
 }
 
+static void on_poll(uv_poll_t *p, int status, int events);
+static void finish_close(sluice__conn *c);
+
+static void do_closed(sluice__task *t) {
+  finish_close(CONN_OF(closed_task, t));
+}
+
 int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
                       const sluice__conn_hooks *hooks) {
   memset(c, 0, sizeof *c);
   c->loop = loop;
   c->hooks = hooks;
   c->is_pipe = is_pipe;
+  c->fd = -1;
   c->flush_task.fn = do_flush;
+  c->closed_task.fn = do_closed;
   c->wbuf = malloc(SLUICE__CONN_WBUF_MAX + 16384);
   c->rbuf = malloc(SLUICE__CONN_RBUF_SIZE);
   if (!c->wbuf || !c->rbuf) {
@@ -28,16 +61,41 @@ int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
     free(c->rbuf);
     return SLUICE_ERR_NOMEM;
   }
-  int rv = is_pipe ? uv_pipe_init(sluice__loop_uv(loop), &c->io.pipe, 0)
-                   : uv_tcp_init(sluice__loop_uv(loop), &c->io.tcp);
+  return 0;
+}
+
+/* Polls for what the connection waits for: input once started, the socket
+ * becoming writable while connecting or while a write is pending. Returns
+ * 0, or -1 once closing. */
+static int update_poll(sluice__conn *c) {
+  if (c->closing || !c->poll_open)
+    return c->closing ? -1 : 0;
+  int ev = (c->started ? UV_READABLE : 0) |
+           (c->connecting || c->writing ? UV_WRITABLE : 0);
+  if (ev == c->poll_events)
+    return 0;
+  c->poll_events = ev;
+  int rv = ev ? uv_poll_start(&c->poll, ev, on_poll) : uv_poll_stop(&c->poll);
   if (rv != 0) {
-    free(c->wbuf);
-    free(c->rbuf);
-    return SLUICE_ERR_SYSTEM;
+    sluice__conn_close(c, "cannot poll the socket");
+    return -1;
   }
-  c->io.handle.data = c;
-  if (!is_pipe)
-    uv_tcp_nodelay(&c->io.tcp, 1);
+  return 0;
+}
+
+/* Takes fd (closed with the connection from now on, even on failure). */
+static int adopt(sluice__conn *c, uv_os_sock_t fd) {
+  int one = 1;
+  c->fd = fd;
+  if (!c->is_pipe)
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+#ifdef SO_NOSIGPIPE
+  setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, sizeof one);
+#endif
+  if (uv_poll_init_socket(sluice__loop_uv(c->loop), &c->poll, fd) != 0)
+    return SLUICE_ERR_SYSTEM;
+  c->poll.data = c;
+  c->poll_open = 1;
   return 0;
 }
 
@@ -47,9 +105,9 @@ static void fill_peer(sluice__conn *c) {
     return;
   }
   struct sockaddr_storage ss;
-  int len = sizeof ss;
+  socklen_t len = sizeof ss;
   char ip[INET6_ADDRSTRLEN] = "?";
-  if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) != 0) {
+  if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
     snprintf(c->peer, sizeof c->peer, "unknown");
     return;
   }
@@ -64,66 +122,68 @@ static void fill_peer(sluice__conn *c) {
   }
 }
 
-static void on_timer_closed(uv_handle_t *h);
-
-static void on_connect_timeout(uv_timer_t *t) {
-  sluice__conn *c = t->data;
-  /* Closing the socket cancels the connect request: on_connect then sees
-   * UV_ECANCELED; report the timeout instead. */
-  if (!c->connect_req.data)
+/* The connect's outcome (status 0 or a uv error), reported once. */
+static void connect_done(sluice__conn *c, int status) {
+  if (!c->connecting)
     return;
-  c->connect_req.data = NULL; /* on_connected fires once */
-  if (c->hooks->on_connected)
-    c->hooks->on_connected(c, UV_ETIMEDOUT);
-}
-
-static void on_connect(uv_connect_t *req, int status) {
-  sluice__conn *c = req->handle->data;
-  if (c->connect_timer_open) {
+  c->connecting = 0;
+  if (c->connect_timer_open)
     uv_timer_stop(&c->connect_timer);
-  }
-  if (!req->data) /* timed out, already reported */
-    return;
-  req->data = NULL;
   if (status == 0)
     fill_peer(c);
+  if (update_poll(c) != 0)
+    return;
   if (c->hooks->on_connected)
     c->hooks->on_connected(c, status);
 }
 
+static void on_connect_timeout(uv_timer_t *t) {
+  sluice__conn *c = t->data;
+  connect_done(c, c->connect_status ? c->connect_status : UV_ETIMEDOUT);
+}
+
 int sluice__conn_connect(sluice__conn *c, const struct sockaddr *addr,
                          const char *path, uint64_t timeout_ms) {
-  c->connect_req.data = c;
-  if (timeout_ms) {
-    uv_timer_init(sluice__loop_uv(c->loop), &c->connect_timer);
-    c->connect_timer.data = c;
-    c->connect_timer_open = 1;
-    uv_timer_start(&c->connect_timer, on_connect_timeout, timeout_ms, 0);
-  }
+  struct sockaddr_un un;
+  socklen_t len;
   if (c->is_pipe) {
-    uv_pipe_connect(&c->connect_req, &c->io.pipe, path, on_connect);
+    size_t pl = strlen(path);
+    if (pl >= sizeof un.sun_path)
+      return SLUICE_ERR_SYSTEM;
+    memset(&un, 0, sizeof un);
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path, path, pl + 1);
+    addr = (const struct sockaddr *)&un;
+    len = sizeof un;
+  } else {
+    len = addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                      : sizeof(struct sockaddr_in);
+  }
+  int fd =
+      socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 || adopt(c, fd) != 0)
+    return SLUICE_ERR_SYSTEM;
+  uv_timer_init(sluice__loop_uv(c->loop), &c->connect_timer);
+  c->connect_timer.data = c;
+  c->connect_timer_open = 1;
+  c->connecting = 1;
+  if (connect(fd, addr, len) != 0 && errno != EINPROGRESS && errno != EINTR) {
+    /* Failed at once (a Unix socket nobody listens on): reported from the
+     * loop like every other outcome. */
+    c->connect_status = -errno; /* uv's codes on Unix */
+    uv_timer_start(&c->connect_timer, on_connect_timeout, 0, 0);
     return 0;
   }
-  int rv = uv_tcp_connect(&c->connect_req, &c->io.tcp, addr, on_connect);
-  return rv == 0 ? 0 : SLUICE_ERR_SYSTEM;
+  if (timeout_ms)
+    uv_timer_start(&c->connect_timer, on_connect_timeout, timeout_ms, 0);
+  return update_poll(c) == 0 ? 0 : SLUICE_ERR_SYSTEM;
 }
 
 int sluice__conn_open_fd(sluice__conn *c, uv_os_sock_t fd) {
-  int rv =
-      c->is_pipe ? uv_pipe_open(&c->io.pipe, fd) : uv_tcp_open(&c->io.tcp, fd);
-  if (rv != 0)
+  if (adopt(c, fd) != 0)
     return SLUICE_ERR_SYSTEM;
-  if (!c->is_pipe)
-    uv_tcp_nodelay(&c->io.tcp, 1);
   fill_peer(c);
   return 0;
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  (void)suggested;
-  sluice__conn *c = h->data;
-  buf->base = (char *)c->rbuf;
-  buf->len = SLUICE__CONN_RBUF_SIZE;
 }
 
 /* A clean end (everything flushed): over TLS a close_notify goes out first,
@@ -134,10 +194,8 @@ static void close_gracefully(sluice__conn *c, const char *reason) {
     uint8_t alert[256]; /* a close_notify record is ~24-31 bytes */
     sluice__tls_close_notify(c->tls);
     size_t n = sluice__tls_take(c->tls, alert, sizeof alert);
-    if (n) {
-      uv_buf_t b = uv_buf_init((char *)alert, (unsigned)n);
-      (void)uv_try_write(&c->io.stream, &b, 1);
-    }
+    if (n)
+      (void)send(c->fd, alert, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   sluice__conn_close(c, reason);
 }
@@ -207,23 +265,92 @@ static void tls_input(sluice__conn *c, size_t n) {
   }
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  sluice__conn *c = s->data;
-  (void)buf;
+/* Reads what the socket has, bounded per turn like libuv's reader (the
+ * poll is level-triggered: the rest comes next turn). */
+static void read_input(sluice__conn *c) {
+  for (int i = 0; i < 32; i++) {
+    ssize_t n = recv(c->fd, c->rbuf, SLUICE__CONN_RBUF_SIZE, 0);
+    if (n == 0) {
+      sluice__conn_close(c, "connection closed by peer");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        sluice__conn_close(c, "connection read error");
+      return;
+    }
+    if (c->tls)
+      tls_input(c, (size_t)n);
+    else
+      h2_input(c, c->rbuf, (size_t)n);
+    if (c->closing || (size_t)n < SLUICE__CONN_RBUF_SIZE)
+      return;
+  }
+}
+
+/* Writes obuf from osent on, as far as the socket takes it now. Returns 0
+ * (all written, or the rest waits: osent < olen), or -1 once closing. */
+static int write_output(sluice__conn *c) {
+  while (c->osent < c->olen) {
+    ssize_t n =
+        send(c->fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c->osent += (size_t)n;
+      continue;
+    }
+    if (n == 0)
+      return 0; /* wait for the socket */
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return 0;
+    sluice__conn_close(c, "connection write error"); /* EPIPE: no signal */
+    return -1;
+  }
+  c->olen = c->osent = 0;
+  return 0;
+}
+
+static void on_writable(sluice__conn *c) {
+  if (write_output(c) != 0 || c->olen)
+    return;
+  c->writing = 0;
+  if (update_poll(c) != 0)
+    return;
+  sluice__conn_flush(c);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+  sluice__conn *c = p->data;
   if (c->closing)
     return;
-  if (n < 0) {
-    sluice__conn_close(c, n == UV_EOF ? "connection closed by peer"
-                                      : "connection read error");
+  if (c->connecting) {
+    if (status < 0 || (events & UV_WRITABLE)) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+      if (!err && status < 0)
+        err = ECONNREFUSED;
+      connect_done(c, -err);
+    }
     return;
   }
-  if (n == 0)
-    return;
-  if (c->tls) {
-    tls_input(c, (size_t)n);
-    return;
+  /* An error (status < 0, and libuv stopped polling): read what came
+   * before it, then the error itself. */
+  if (status < 0 || (events & UV_READABLE)) {
+    read_input(c);
+    if (c->closing)
+      return;
+    if (status < 0) {
+      sluice__conn_close(c, "connection error");
+      return;
+    }
   }
-  h2_input(c, c->rbuf, (size_t)n);
+  if ((events & UV_WRITABLE) && c->writing)
+    on_writable(c);
 }
 
 void sluice__conn_set_tls(sluice__conn *c, struct sluice__tls *t) {
@@ -236,10 +363,8 @@ int sluice__conn_start(sluice__conn *c) {
     sluice__conn_close(c, sluice__tls_error(c->tls));
     return SLUICE_ERR_SYSTEM;
   }
-  if (uv_read_start(&c->io.stream, on_alloc, on_read) != 0) {
-    sluice__conn_close(c, "cannot read from socket");
+  if (update_poll(c) != 0)
     return SLUICE_ERR_SYSTEM;
-  }
   sluice__conn_want_write(c);
   return 0;
 }
@@ -247,19 +372,6 @@ int sluice__conn_start(sluice__conn *c) {
 void sluice__conn_want_write(sluice__conn *c) {
   if (!c->closing)
     sluice__loop_defer(c->loop, &c->flush_task);
-}
-
-static void on_write(uv_write_t *req, int status) {
-  sluice__conn *c = req->data;
-  c->writing = 0;
-  c->olen = 0;
-  if (c->closing)
-    return;
-  if (status < 0) {
-    sluice__conn_close(c, "connection write error");
-    return;
-  }
-  sluice__conn_flush(c);
 }
 
 /* Pulls up to a batch of nghttp2 output into wbuf. Returns 0, or -1 once
@@ -315,6 +427,7 @@ static int encrypt_batch(sluice__conn *c) {
   }
   c->obuf = c->tbuf;
   c->olen = p ? sluice__tls_take(c->tls, c->tbuf, p) : 0;
+  c->osent = 0;
   return 0;
 }
 
@@ -337,43 +450,29 @@ void sluice__conn_flush(sluice__conn *c) {
       return;
     c->obuf = c->wbuf;
     c->olen = c->wlen;
+    c->osent = 0;
     c->wlen = 0;
   }
   if (c->olen == 0) {
     check_done(c);
     return;
   }
-  uv_buf_t b = uv_buf_init((char *)c->obuf, (unsigned)c->olen);
-  /* Most writes complete at once: skip the request round trip then. */
-  int w = uv_try_write(&c->io.stream, &b, 1);
-  if (w == (int)c->olen) {
-    c->olen = 0;
+  /* Most writes complete at once; the rest waits for the socket. */
+  if (write_output(c) != 0)
+    return;
+  if (c->olen == 0) {
     if (more_output(c))
       sluice__conn_want_write(c);
     else
       check_done(c);
     return;
   }
-  if (w > 0) {
-    memmove(c->obuf, c->obuf + w, c->olen - (size_t)w);
-    c->olen -= (size_t)w;
-    b = uv_buf_init((char *)c->obuf, (unsigned)c->olen);
-  } else if (w != UV_EAGAIN && w != UV_ENOSYS) {
-    sluice__conn_close(c, "connection write error");
-    return;
-  }
-  c->write_req.data = c;
   c->writing = 1;
-  if (uv_write(&c->write_req, &c->io.stream, &b, 1, on_write) != 0) {
-    c->writing = 0;
-    sluice__conn_close(c, "connection write error");
-  }
+  update_poll(c);
 }
 
-static void on_handle_closed(uv_handle_t *h) {
-  sluice__conn *c = h->data;
-  if (c->connect_timer_open)
-    return; /* wait for the timer too */
+/* Every handle has closed (or none was open). */
+static void finish_close(sluice__conn *c) {
   /* A flush deferred before the close would run on freed memory. */
   sluice__loop_cancel(c->loop, &c->flush_task);
   free(c->wbuf);
@@ -385,18 +484,10 @@ static void on_handle_closed(uv_handle_t *h) {
   c->hooks->on_closed(c, c->close_reason);
 }
 
-static void on_timer_closed(uv_handle_t *h) {
+static void on_handle_closed(uv_handle_t *h) {
   sluice__conn *c = h->data;
-  c->connect_timer_open = 0;
-  /* If the socket handle closed first, finish here. */
-  if (c->closing == 2)
-    on_handle_closed(&c->io.handle);
-}
-
-static void on_io_closed(uv_handle_t *h) {
-  sluice__conn *c = h->data;
-  c->closing = 2;
-  on_handle_closed(h);
+  if (--c->open_handles == 0)
+    finish_close(c);
 }
 
 void sluice__conn_close(sluice__conn *c, const char *reason) {
@@ -406,8 +497,21 @@ void sluice__conn_close(sluice__conn *c, const char *reason) {
   snprintf(c->close_msg, sizeof c->close_msg, "%s", reason ? reason : "closed");
   c->close_reason = c->close_msg;
   if (c->connect_timer_open) {
-    uv_timer_stop(&c->connect_timer);
-    uv_close((uv_handle_t *)&c->connect_timer, on_timer_closed);
+    c->connect_timer_open = 0;
+    c->open_handles++;
+    uv_close((uv_handle_t *)&c->connect_timer, on_handle_closed);
   }
-  uv_close(&c->io.handle, on_io_closed);
+  if (c->poll_open) {
+    c->poll_open = 0;
+    c->open_handles++;
+    uv_close((uv_handle_t *)&c->poll, on_handle_closed);
+  }
+  /* uv_close has taken the descriptor out of the poll set: the peer sees
+   * the close now, not a turn later. */
+  if (c->fd >= 0) {
+    close(c->fd);
+    c->fd = -1;
+  }
+  if (!c->open_handles)
+    sluice__loop_post(c->loop, &c->closed_task);
 }

@@ -38,22 +38,24 @@ typedef struct sluice__conn_hooks {
 } sluice__conn_hooks;
 
 struct sluice__conn {
-  union {
-    uv_handle_t handle;
-    uv_stream_t stream;
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-  } io;
+  /* The socket's readiness comes from libuv; the reads and writes are ours
+   * (recv, and send with MSG_NOSIGNAL: see conn.c). */
+  uv_poll_t poll;
+  uv_os_sock_t fd; /* -1 until connect / open_fd; closed with the conn */
+  int poll_open;
+  int poll_events;  /* UV_READABLE | UV_WRITABLE being polled for */
+  int open_handles; /* closing: handles whose close callback is due */
   int is_pipe;
   sluice__loop *loop;
   nghttp2_session *session; /* set by the owner before sluice__conn_start */
   const sluice__conn_hooks *hooks;
   sluice__task flush_task;
-  uv_connect_t connect_req;
+  sluice__task closed_task; /* on_closed when no handle was open */
+  int connecting;
+  int connect_status; /* a connect that failed at once, reported later */
   uv_timer_t connect_timer;
   int connect_timer_open;
-  uv_write_t write_req;
-  int writing;
+  int writing;   /* obuf is waiting for the socket to become writable */
   uint8_t *wbuf; /* plaintext batch from nghttp2 */
   size_t wlen;
   struct sluice__tls *tls; /* NULL: plaintext */
@@ -61,6 +63,7 @@ struct sluice__conn {
   size_t tcap;
   uint8_t *obuf; /* what is being written: wbuf or tbuf */
   size_t olen;
+  size_t osent; /* of olen, already written */
   uint8_t *rbuf;
   int started;
   int close_when_flushed;
