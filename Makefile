@@ -52,6 +52,18 @@ test-asan: build-asan
 
 test: test-plain test-asan
 
+# Debian packages libsluice0, libsluice-dev, protoc-gen-sluice in build-deb/
+# (scripts/make-deb.sh: CPack, cmake/SluicePackaging.cmake).
+.PHONY: deb test-deb
+deb:
+	@scripts/make-deb.sh
+
+# Installs them (root), builds and runs examples/external against them four
+# ways, removes them and checks that nothing is left (exit 77: skipped, not
+# root or sluice already installed). .ci/run runs it after make test.
+test-deb: deb
+	tests/package/test_debs.sh build-deb
+
 # The paper's 5-layer chain on this machine, every strategy at three loads
 # (a few minutes); writes docs/results/testbed-<date>.md and plots.
 bench-testbed: deps
