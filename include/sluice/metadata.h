@@ -28,8 +28,10 @@ SLUICE_API int sluice_metadata_new(sluice_metadata **out);
 SLUICE_API void sluice_metadata_del(sluice_metadata *md);
 
 /* Appends key/value; both are copied. value may hold any bytes for "-bin"
- * keys. Returns 0, SLUICE_ERR_INVALID_ARG (NULL pointer, bad key, reserved
- * "grpc-" key, or non-printable value for an ASCII key) or SLUICE_ERR_NOMEM. */
+ * keys. Returns 0, SLUICE_ERR_INVALID_ARG (md or key NULL, or value NULL
+ * with value_len > 0), SLUICE_ERR_BAD_METADATA (a key that is not lowercase
+ * [0-9a-z_.-]+, a reserved "grpc-" key, or a non-printable value for an
+ * ASCII key: nothing appended) or SLUICE_ERR_NOMEM. */
 SLUICE_API int sluice_metadata_add(sluice_metadata *md, const char *key,
                                    const void *value, size_t value_len);
 

@@ -59,7 +59,11 @@ SLUICE_API const char *sluice_status_name(sluice_status_code code);
   XX(DUPLICATE, -8, "already registered")                                      \
   XX(FULL, -9, "send queue full; wait for the send-ready callback")            \
   XX(TOO_LARGE, -10, "message larger than the allowed maximum")                \
-  XX(TLS, -11, "TLS credentials cannot be loaded (see the options' last error)")
+  XX(TLS, -11,                                                                 \
+     "TLS credentials cannot be loaded (see the options' last error)")         \
+  XX(BAD_METADATA, -12,                                                        \
+     "metadata refused: keys are lowercase [0-9a-z_.-], do not start with "    \
+     "\"grpc-\"; values of keys not ending in \"-bin\" are printable ASCII")
 
 enum {
   SLUICE_OK = 0,

@@ -80,13 +80,15 @@ int sluice_metadata_add(sluice_metadata *md, const char *key, const void *value,
                         size_t value_len) {
   if (md == NULL || key == NULL || (value == NULL && value_len > 0))
     return SLUICE_ERR_INVALID_ARG;
+  /* A key or value against gRPC's rules is not a NULL: its own error, whose
+   * text states the rules. */
   size_t klen = strlen(key);
   if (!sluice__md_key_valid(key, klen) ||
       (klen >= 5 && memcmp(key, "grpc-", 5) == 0))
-    return SLUICE_ERR_INVALID_ARG;
+    return SLUICE_ERR_BAD_METADATA;
   if (!sluice__md_is_bin(key, klen) &&
       !sluice__md_ascii_value_valid(value, value_len))
-    return SLUICE_ERR_INVALID_ARG;
+    return SLUICE_ERR_BAD_METADATA;
   return sluice__metadata_append(md, key, klen, value, value_len);
 }
 

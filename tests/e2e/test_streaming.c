@@ -261,6 +261,17 @@ static void on_download(sluice_server_call *call,
   bad += sluice_server_call_set_handlers(NULL, &h, d) != SLUICE_ERR_INVALID_ARG;
   bad += sluice_server_call_set_compression(call, (sluice_compression)7) !=
          SLUICE_ERR_INVALID_ARG;
+  /* Metadata against the rules has its own error; NULL stays INVALID_ARG. */
+  bad += sluice_server_call_add_initial_metadata(call, "Bad Key", "v", 1) !=
+         SLUICE_ERR_BAD_METADATA;
+  bad += sluice_server_call_add_trailing_metadata(call, "x-nl", "\n", 1) !=
+         SLUICE_ERR_BAD_METADATA;
+  bad += sluice_server_call_add_trailing_metadata(call, "grpc-x", "v", 1) !=
+         SLUICE_ERR_BAD_METADATA;
+  bad += sluice_server_call_add_initial_metadata(NULL, "k", "v", 1) !=
+         SLUICE_ERR_INVALID_ARG;
+  bad += sluice_server_call_add_initial_metadata(call, NULL, "v", 1) !=
+         SLUICE_ERR_INVALID_ARG;
   pthread_mutex_lock(&g_srv.mu);
   g_srv.api_errors += bad;
   pthread_mutex_unlock(&g_srv.mu);

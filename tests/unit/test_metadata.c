@@ -150,7 +150,7 @@ static void add_rejects(void **state) {
   };
   for (size_t i = 0; i < sizeof bad_keys / sizeof bad_keys[0]; i++)
     assert_int_equal(sluice_metadata_add_str(md, bad_keys[i], "v"),
-                     SLUICE_ERR_INVALID_ARG);
+                     SLUICE_ERR_BAD_METADATA);
   /* "grpc" without the dash, or grpc- elsewhere, is an ordinary key. */
   assert_int_equal(sluice_metadata_add_str(md, "grpc", "v"), 0);
   assert_int_equal(sluice_metadata_add_str(md, "x-grpc-y", "v"), 0);
@@ -158,16 +158,21 @@ static void add_rejects(void **state) {
 
   /* Non-printable values for ASCII keys. */
   assert_int_equal(sluice_metadata_add_str(md, "k", "tab\there"),
-                   SLUICE_ERR_INVALID_ARG);
+                   SLUICE_ERR_BAD_METADATA);
   assert_int_equal(sluice_metadata_add_str(md, "k", "nl\n"),
-                   SLUICE_ERR_INVALID_ARG);
+                   SLUICE_ERR_BAD_METADATA);
   assert_int_equal(sluice_metadata_add_str(md, "k", "\x7f"),
-                   SLUICE_ERR_INVALID_ARG);
+                   SLUICE_ERR_BAD_METADATA);
   assert_int_equal(sluice_metadata_add_str(md, "k", "caf\xc3\xa9"),
-                   SLUICE_ERR_INVALID_ARG);
+                   SLUICE_ERR_BAD_METADATA);
   assert_int_equal(sluice_metadata_add(md, "k", "a\0b", 3),
-                   SLUICE_ERR_INVALID_ARG);
+                   SLUICE_ERR_BAD_METADATA);
   assert_int_equal(sluice_metadata_add_str(md, "k", " ~ "), 0);
+
+  /* The error names the rules, not a NULL. */
+  assert_non_null(
+      strstr(sluice_strerror(SLUICE_ERR_BAD_METADATA), "[0-9a-z_.-]"));
+  assert_null(strstr(sluice_strerror(SLUICE_ERR_BAD_METADATA), "NULL"));
 
   /* NULL arguments. */
   assert_int_equal(sluice_metadata_add_str(NULL, "k", "v"),
