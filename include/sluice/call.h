@@ -1,4 +1,5 @@
-/* sluice: client calls of every kind (unary, client-, server- and
+/** @file
+ * sluice: client calls of every kind (unary, client-, server- and
  * bidirectional streaming) through one handle.
  *
  * A call is started with sluice_call_start(); messages are sent with
@@ -10,8 +11,10 @@
  *
  * Handle lifetime: the caller owns one reference to the handle from
  * sluice_call_start() until sluice_call_release(). The handle stays valid
- * (all functions may be called; after on_done they return SLUICE_ERR_STATE)
- * until released, even after on_done. Releasing a call does not stop it;
+ * (all functions may be called; after on_done sluice_call_send() and
+ * sluice_call_close_send() return SLUICE_ERR_STATE, sluice_call_cancel()
+ * and sluice_call_set_recv_paused() return 0 and do nothing) until
+ * released, even after on_done. Releasing a call does not stop it;
  * cancel first if that is wanted. Callbacks keep firing after release until
  * on_done.
  *
@@ -47,56 +50,99 @@
 extern "C" {
 #endif
 
-/* Default bound of a call's send queue, in bytes (call option send_buffer).
- */
+/** Default bound of a call's send queue, in bytes (call option
+ * sluice_call_opts::send_buffer; server option
+ * sluice_server_opts_set_send_buffer()): 256 KiB. */
 #define SLUICE_DEFAULT_SEND_BUFFER (256u * 1024u)
-/* HTTP/2 receive window per stream announced by sluice (both sides): the
- * most a paused receiver holds beyond one partial message. */
+/** HTTP/2 receive window per stream announced by sluice (both sides), 1 MiB:
+ * the most a paused receiver holds beyond one partial message. */
 #define SLUICE_STREAM_WINDOW (1u << 20)
 
+/** A client call (opaque): the handle of one RPC of any kind, from
+ * sluice_call_start() or sluice_call_start_msg() until
+ * sluice_call_release(). */
 typedef struct sluice_call sluice_call;
 
-/* What a call reports. Every member may be NULL except on_done. */
+/** What a call reports. Every member may be NULL except on_done. All of
+ * them run on the channel's loop thread, one at a time, never from inside
+ * the function that started the call; each gets the call's handle and the
+ * user_data given to sluice_call_start(). */
 typedef struct sluice_call_handlers {
-  /* The response headers arrived; md (borrowed for the callback; NULL when
+  /** The response headers arrived; md (borrowed for the callback; NULL when
    * the server sent no custom metadata) also stays readable afterwards in
-   * the final status. Not called for a Trailers-Only answer. */
+   * the final status. Not called for a Trailers-Only answer.
+   * @param call the call
+   * @param md the custom metadata of the response headers, or NULL
+   * @param user_data as given to sluice_call_start() */
   void (*on_initial_metadata)(sluice_call *call, const sluice_metadata *md,
                               void *user_data);
-  /* One response message, decoded. msg is owned by the library and freed
-   * when the callback returns. */
+  /** One response message, decoded. msg is owned by the library and freed
+   * when the callback returns (copy what you keep).
+   * @param call the call
+   * @param msg the message, of the method's response type (cast it)
+   * @param user_data as given to sluice_call_start() */
   void (*on_message)(sluice_call *call, const ProtobufCMessage *msg,
                      void *user_data);
-  /* sluice_call_send() returned SLUICE_ERR_FULL earlier and the queue has
-   * drained below half of send_buffer: send again. */
+  /** sluice_call_send() returned SLUICE_ERR_FULL earlier and the queue has
+   * drained below half of send_buffer: send again.
+   * @param call the call
+   * @param user_data as given to sluice_call_start() */
   void (*on_send_ready)(sluice_call *call, void *user_data);
-  /* Exactly once, last. st is borrowed until the callback returns. For a
+  /** Exactly once, last. st is borrowed until the callback returns. For a
    * client-streaming or unary method, the single response message has been
-   * delivered to on_message before an OK on_done. */
+   * delivered to on_message before an OK on_done. The handle stays valid
+   * until released (sluice_call_release() may be called from here).
+   * @param call the call
+   * @param st the final status (code, message, metadata); borrowed
+   * @param user_data as given to sluice_call_start() */
   void (*on_done)(sluice_call *call, const sluice_status *st, void *user_data);
 } sluice_call_handlers;
 
-/* Starts a call of method on ch and stores the handle in *out (owned by the
- * caller: sluice_call_release() it exactly once). handlers is copied.
+/** Starts a call of method on ch and stores the handle in *out (owned by
+ * the caller: sluice_call_release() it exactly once). handlers is copied.
  * opts may be NULL. The request headers go out as soon as the call has a
- * stream; messages follow as they are sent. on_done fires exactly once — with
- * an error status when the call cannot start (expired deadline, channel closing
- * ...), never synchronously from inside this function. Returns 0 (on_done will
- * fire), SLUICE_ERR_INVALID_ARG (NULL ch, method, handlers, on_done or out) or
- * SLUICE_ERR_NOMEM (then nothing fires). */
+ * stream; messages follow as they are sent (sluice_call_send(), then
+ * sluice_call_close_send()). on_done fires exactly once — with an error
+ * status when the call cannot start (expired deadline, channel closing
+ * ...), never synchronously from inside this function. Thread-safe.
+ * @param ch the channel
+ * @param method the method (a generated table entry); kept by the call, so
+ *   it must outlive it (generated tables are static)
+ * @param opts per-call options, or NULL; read before this returns
+ *   (metadata copied)
+ * @param handlers the callbacks; copied; on_done must be set
+ * @param user_data passed to every callback
+ * @param[out] out receives the call handle; untouched on failure
+ * @retval 0 started: on_done will fire
+ * @retval SLUICE_ERR_INVALID_ARG ch, method, handlers, handlers->on_done or
+ *   out is NULL, or method lacks its path or message descriptors; nothing
+ *   fires
+ * @retval SLUICE_ERR_NOMEM out of memory; nothing fires */
 SLUICE_API int sluice_call_start(sluice_channel *ch,
                                  const sluice_method_desc *method,
                                  const sluice_call_opts *opts,
                                  const sluice_call_handlers *handlers,
                                  void *user_data, sluice_call **out);
 
-/* As sluice_call_start, for methods that take one request (unary and
+/** As sluice_call_start(), for methods that take one request (unary and
  * server-streaming): req is serialized, queued and the sending side closed
- * before the call reaches the loop, so no callback can run before this
- * returns. A request over max_request_size fails the call through on_done
- * with RESOURCE_EXHAUSTED (this still returns 0). Returns 0,
- * SLUICE_ERR_INVALID_ARG (also: req NULL or not of the request type) or
- * SLUICE_ERR_NOMEM. */
+ * before the call reaches the loop, so no callback can race with sending
+ * it, and *out is set before any callback runs. A request over
+ * max_request_size fails the call through on_done with RESOURCE_EXHAUSTED
+ * (this still returns 0). sluice_call_send() and sluice_call_close_send()
+ * then return SLUICE_ERR_STATE. Thread-safe.
+ * @param ch the channel
+ * @param method the method; kept by the call (see sluice_call_start())
+ * @param req the request, of the method's request type; serialized before
+ *   this returns (the caller keeps it)
+ * @param opts per-call options, or NULL; read before this returns
+ * @param handlers the callbacks; copied; on_done must be set
+ * @param user_data passed to every callback
+ * @param[out] out receives the call handle; untouched on failure
+ * @retval 0 started: on_done will fire
+ * @retval SLUICE_ERR_INVALID_ARG as sluice_call_start(), or req is NULL or
+ *   not of the method's request type; nothing fires
+ * @retval SLUICE_ERR_NOMEM out of memory; nothing fires */
 SLUICE_API int sluice_call_start_msg(sluice_channel *ch,
                                      const sluice_method_desc *method,
                                      const ProtobufCMessage *req,
@@ -104,56 +150,91 @@ SLUICE_API int sluice_call_start_msg(sluice_channel *ch,
                                      const sluice_call_handlers *handlers,
                                      void *user_data, sluice_call **out);
 
-/* Flags of sluice_call_send_ex / sluice_server_call_send_ex. */
-#define SLUICE_SEND_NO_COMPRESS 1u /* send this message uncompressed */
+/** Flag of sluice_call_send_ex() and sluice_server_call_send_ex(): send
+ * this message uncompressed, even when the call compresses. */
+#define SLUICE_SEND_NO_COMPRESS 1u
 
-/* Queues msg (serialized, and compressed if the call compresses, before this
- * returns; the caller keeps ownership of msg). Thread-safe.
- * Returns 0, SLUICE_ERR_INVALID_ARG (NULL, or msg not of the method's
- * request type), SLUICE_ERR_FULL (the send queue is at send_buffer: wait for
- * on_send_ready; nothing was queued), SLUICE_ERR_STATE (close_send was
- * called, the call is done, or a second message on a unary or
- * server-streaming method), SLUICE_ERR_TOO_LARGE (over max_request_size:
- * the call is failed with RESOURCE_EXHAUSTED) or SLUICE_ERR_NOMEM. */
+/** Queues msg (serialized, and compressed if the call compresses, before
+ * this returns; the caller keeps ownership of msg). Thread-safe.
+ * @param call the call
+ * @param msg the request, of the method's request type
+ * @retval 0 queued
+ * @retval SLUICE_ERR_INVALID_ARG call or msg is NULL, or msg is not of the
+ *   method's request type
+ * @retval SLUICE_ERR_FULL the send queue is at send_buffer: wait for
+ *   on_send_ready; nothing was queued
+ * @retval SLUICE_ERR_STATE close_send was called (also by
+ *   sluice_call_start_msg()), the call is done, or a second message on a
+ *   unary or server-streaming method
+ * @retval SLUICE_ERR_TOO_LARGE over max_request_size: nothing was sent and
+ *   the call is failed with RESOURCE_EXHAUSTED
+ * @retval SLUICE_ERR_NOMEM out of memory (SLUICE_ERR_SYSTEM when zlib
+ *   cannot start compressing); nothing was queued */
 SLUICE_API int sluice_call_send(sluice_call *call, const ProtobufCMessage *msg);
-/* As sluice_call_send with flags (SLUICE_SEND_NO_COMPRESS). */
+/** As sluice_call_send() with flags. Thread-safe.
+ * @param call the call
+ * @param msg the request, of the method's request type
+ * @param flags 0 or SLUICE_SEND_NO_COMPRESS; other bits are ignored
+ * @return as sluice_call_send() */
 SLUICE_API int sluice_call_send_ex(sluice_call *call,
                                    const ProtobufCMessage *msg, unsigned flags);
 
-/* Half-closes: no more messages will be sent (END_STREAM follows the
- * queued ones). Thread-safe. Returns 0, SLUICE_ERR_INVALID_ARG or
- * SLUICE_ERR_STATE (already closed or done). */
+/** Half-closes: no more messages will be sent (END_STREAM follows the
+ * queued ones). Thread-safe.
+ * @param call the call
+ * @retval 0 closed
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL
+ * @retval SLUICE_ERR_STATE already closed (also by sluice_call_start_msg())
+ *   or the call is done */
 SLUICE_API int sluice_call_close_send(sluice_call *call);
 
-/* Cancels the call: on_done fires with CANCELLED (unless it already fired)
- * and the stream is reset. Thread-safe, idempotent. message may be NULL.
- * Returns 0 or SLUICE_ERR_INVALID_ARG. */
+/** Cancels the call: on_done fires with CANCELLED (unless it already
+ * fired) and the stream is reset. Thread-safe, idempotent; after on_done it
+ * does nothing.
+ * @param call the call
+ * @param message the status message on_done reports (not sent to the
+ *   server); NULL or "" gives "cancelled by the client"
+ * @retval 0 cancelled, or already done
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL */
 SLUICE_API int sluice_call_cancel(sluice_call *call, const char *message);
 
-/* Pauses (paused != 0) or resumes delivery of response messages. While
+/** Pauses (paused != 0) or resumes delivery of response messages. While
  * paused, nothing reaches on_message and the peer is held back by HTTP/2
  * flow control (see the top of this file). on_done still fires when the
  * call fails; an OK on_done waits until every message was delivered.
- * Thread-safe. Returns 0 or SLUICE_ERR_INVALID_ARG. */
+ * Thread-safe; called from on_message it takes effect at once (no further
+ * message in that turn).
+ * @param call the call
+ * @param paused non-zero to pause, 0 to resume
+ * @retval 0 done
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL */
 SLUICE_API int sluice_call_set_recv_paused(sluice_call *call, int paused);
 
-/* Bytes currently queued for sending (serialized, not yet handed to HTTP/2).
- * Thread-safe. 0 for NULL. */
+/** Bytes currently queued for sending (serialized, not yet handed to
+ * HTTP/2). Thread-safe.
+ * @param call the call
+ * @return the queued bytes; 0 for NULL */
 SLUICE_API size_t sluice_call_send_queued(const sluice_call *call);
 
-/* The most bytes of this call's received data held at once (undelivered
+/** The most bytes of this call's received data held at once (undelivered
  * messages + partial message + data not yet returned to the peer's window):
- * what the receive bound above promises. 0 for NULL. */
+ * what the receive bound above promises. Thread-safe.
+ * @param call the call
+ * @return the high-water mark in bytes; 0 for NULL */
 SLUICE_API size_t sluice_call_recv_buffered_max(const sluice_call *call);
 
-/* Non-zero when the most recently delivered response message arrived
- * compressed (valid inside on_message). */
+/** Whether the most recently delivered response message arrived
+ * compressed (valid inside on_message, on the loop thread).
+ * @param call the call
+ * @return non-zero when it was compressed; 0 when not, or for NULL */
 SLUICE_API int sluice_call_last_message_compressed(const sluice_call *call);
 
-/* Gives up the caller's reference. The call goes on; callbacks keep firing
- * until on_done; then the library frees it. May be called from inside a
- * callback (the handle stays valid until that callback returns). NULL is
- * ignored. */
+/** Gives up the caller's reference. The call goes on; callbacks keep
+ * firing until on_done; then the library frees it. May be called from
+ * inside a callback (the handle stays valid until that callback returns)
+ * and from any thread; the handle must not be used after it. Releasing
+ * does not cancel: sluice_call_cancel() first if that is wanted.
+ * @param call the call; NULL is ignored */
 SLUICE_API void sluice_call_release(sluice_call *call);
 
 #ifdef __cplusplus

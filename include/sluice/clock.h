@@ -1,4 +1,6 @@
-/* sluice: the clock of deadlines. */
+/** @file
+ * sluice: the clock of deadlines.
+ */
 #ifndef SLUICE_CLOCK_H
 #define SLUICE_CLOCK_H
 
@@ -10,8 +12,10 @@
 extern "C" {
 #endif
 
-/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC), the clock of every
- * absolute deadline in the API. Thread-safe. */
+/** Monotonic clock in nanoseconds (CLOCK_MONOTONIC), the clock of every
+ * absolute deadline in the API (sluice_call_opts::deadline_ns,
+ * sluice_server_call_deadline()). Thread-safe.
+ * @return the current time in ns since an arbitrary fixed point. */
 SLUICE_API uint64_t sluice_now_ns(void);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-/* sluice: method and service tables.
+/** @file
+ * sluice: method and service tables.
  *
  * protoc-gen-sluice emits one sluice_service_desc per service with one
  * sluice_method_desc per method; the runtime reads them on both sides. They
@@ -16,31 +17,43 @@
 extern "C" {
 #endif
 
+/** The kind of an RPC method: which sides stream. */
 typedef enum sluice_call_kind {
-  SLUICE_CALL_UNARY = 0,
-  SLUICE_CALL_CLIENT_STREAMING = 1,
-  SLUICE_CALL_SERVER_STREAMING = 2,
-  SLUICE_CALL_BIDI_STREAMING = 3
+  SLUICE_CALL_UNARY = 0,            /**< one request, one response */
+  SLUICE_CALL_CLIENT_STREAMING = 1, /**< requests stream, one response */
+  SLUICE_CALL_SERVER_STREAMING = 2, /**< one request, responses stream */
+  SLUICE_CALL_BIDI_STREAMING = 3    /**< both stream */
 } sluice_call_kind;
 
-/* One RPC method. Defaults come from (sluice.method) options in the .proto;
- * 0 means "not set": the channel's or server's own default applies. A per-call
- * option overrides them. */
+/** One RPC method. Defaults come from (sluice.method) options in the
+ * .proto; 0 means "not set": the channel's or server's own default applies.
+ * A per-call option overrides them: a call's timeout replaces the method's;
+ * size limits combine, the smallest one set (channel or server, method,
+ * call) applies, so a method can lower its side's limit, never raise it. */
 typedef struct sluice_method_desc {
-  const char *path; /* "/package.Service/Method", as sent in :path */
-  const char *name; /* "Method" */
+  const char *path; /**< "/package.Service/Method", as sent in :path */
+  const char *name; /**< "Method" */
+  /** protobuf-c descriptor of the request message type. */
   const ProtobufCMessageDescriptor *request;
+  /** protobuf-c descriptor of the response message type. */
   const ProtobufCMessageDescriptor *response;
-  sluice_call_kind kind;
+  sluice_call_kind kind; /**< which sides stream */
+  /** Timeout of a call that sets none, in ms (option default_timeout_ms);
+   * 0: none. */
   uint64_t default_timeout_ms;
+  /** Largest request message, in bytes (option max_request_size); 0: only
+   * the channel's or server's limit. */
   uint32_t max_request_size;
+  /** Largest response message, in bytes (option max_response_size); 0:
+   * only the channel's or server's limit. */
   uint32_t max_response_size;
 } sluice_method_desc;
 
-/* One service: its full name ("package.Service") and its methods. */
+/** One service: its full name ("package.Service") and its methods. */
 typedef struct sluice_service_desc {
-  const char *full_name;
-  size_t n_methods;
+  const char *full_name; /**< "package.Service" */
+  size_t n_methods;      /**< number of entries in methods */
+  /** The methods in .proto order (NULL when n_methods is 0). */
   const sluice_method_desc *methods;
 } sluice_service_desc;
 

@@ -1,4 +1,5 @@
-/* sluice: servers.
+/** @file
+ * sluice: servers.
  *
  * Threads: a server runs N loops (default: one per core), each on its own
  * thread; accepted connections are handed to loops round robin. A handler
@@ -25,50 +26,90 @@
 extern "C" {
 #endif
 
+/** A server (opaque): services, listeners and loop threads. Created by
+ * sluice_server_new(), freed by sluice_server_del(). */
 typedef struct sluice_server sluice_server;
+/** Server options (opaque, so that new settings never break the ABI):
+ * sluice_server_opts_new(), the setters, then sluice_server_new(). One
+ * thread at a time. */
 typedef struct sluice_server_opts sluice_server_opts;
+/** One call on a server (opaque), handed to its handler; valid from the
+ * handler until the call is finished. */
 typedef struct sluice_server_call sluice_server_call;
 
-/* Generic dispatch of one method, emitted by protoc-gen-sluice: casts req to
- * the method's request type and calls the user's typed handler found in
+/** Generic dispatch of one method, emitted by protoc-gen-sluice: casts req
+ * to the method's request type and calls the user's typed handler found in
  * handlers (the service's handler struct, as registered).
  * Unary and server-streaming methods are dispatched once their single
- * request message has arrived (req is it); client-streaming and bidi methods
- * as soon as the request headers have (req is NULL: messages come through
- * sluice_server_call_set_handlers). */
+ * request message has arrived (req is it); client-streaming and bidi
+ * methods as soon as the request headers have (req is NULL: messages come
+ * through sluice_server_call_set_handlers()). Runs on the call's loop
+ * thread.
+ * @param call the new call
+ * @param req the request (borrowed until the call is finished), or NULL
+ * @param handlers the library's copy of the registered handler struct
+ * @param user_data as given to sluice_server_add_service() */
 typedef void (*sluice_unary_dispatch)(sluice_server_call *call,
                                       const ProtobufCMessage *req,
                                       const void *handlers, void *user_data);
 
 /* ---- options */
 
-/* Creates server options with defaults in *out (free with
- * sluice_server_opts_del). Returns 0, SLUICE_ERR_INVALID_ARG or
- * SLUICE_ERR_NOMEM. */
+/** Creates server options with defaults in *out (free with
+ * sluice_server_opts_del()).
+ * @param[out] out receives the options; untouched on failure
+ * @retval 0 created
+ * @retval SLUICE_ERR_INVALID_ARG out is NULL
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_opts_new(sluice_server_opts **out);
-/* Frees options. NULL is ignored. */
+/** Frees options. Servers made with them are not affected.
+ * @param o the options; NULL is ignored */
 SLUICE_API void sluice_server_opts_del(sluice_server_opts *o);
-/* Number of loop threads; 0 = one per core (default). */
+/** Number of loop threads; 0 = one per core (default).
+ * @param o the options
+ * @param n the number of loops, at most 1024; 0: one per core
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or n is above 1024 */
 SLUICE_API int sluice_server_opts_set_threads(sluice_server_opts *o,
                                               unsigned n);
-/* Largest request message accepted (default 4 MiB); larger ones fail with
- * RESOURCE_EXHAUSTED. */
+/** Largest request message accepted (default 4 MiB); larger ones fail
+ * with RESOURCE_EXHAUSTED.
+ * @param o the options
+ * @param bytes the limit, at least 1
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or bytes is 0 */
 SLUICE_API int sluice_server_opts_set_max_request_size(sluice_server_opts *o,
                                                        uint32_t bytes);
-/* Largest response message sent (default unlimited). */
+/** Largest response message sent (default unlimited): a larger one is
+ * refused by sluice_server_call_send() (SLUICE_ERR_TOO_LARGE) or fails the
+ * call with RESOURCE_EXHAUSTED when handed to sluice_server_call_finish().
+ * @param o the options
+ * @param bytes the limit, at least 1
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or bytes is 0 */
 SLUICE_API int sluice_server_opts_set_max_response_size(sluice_server_opts *o,
                                                         uint32_t bytes);
-/* SETTINGS_MAX_CONCURRENT_STREAMS announced per connection (default 1000).
- */
+/** SETTINGS_MAX_CONCURRENT_STREAMS announced per connection (default
+ * 1000).
+ * @param o the options
+ * @param n the number of streams, at least 1
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or n is 0 */
 SLUICE_API int
 sluice_server_opts_set_max_concurrent_streams(sluice_server_opts *o,
                                               uint32_t n);
-/* Bound of each call's response send queue in bytes (default
- * SLUICE_DEFAULT_SEND_BUFFER); see sluice_server_call_send. */
+/** Bound of each call's response send queue in bytes (default
+ * SLUICE_DEFAULT_SEND_BUFFER); see sluice_server_call_send().
+ * @param o the options
+ * @param bytes the bound, at least 1
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or bytes is 0 */
 SLUICE_API int sluice_server_opts_set_send_buffer(sluice_server_opts *o,
                                                   uint32_t bytes);
 
-/* ---- admission: concurrency limits, queueing, shedding, load report
+/* ---- admission */
+
+/** @name Admission: concurrency limits, queueing, shedding, load report
  *
  * A call takes a slot when its handler is about to run and holds it until
  * the handler calls sluice_server_call_finish (even if the client went away
@@ -82,252 +123,413 @@ SLUICE_API int sluice_server_opts_set_send_buffer(sluice_server_opts *o,
  * and its handler never runs; one whose client cancels is dropped.
  * Refused and shed calls get RESOURCE_EXHAUSTED with a message saying why
  * and the trailer grpc-retry-pushback-ms (a client that retries should
- * wait that long; sluice clients see it in sluice_status.trailing_md). */
+ * wait that long; sluice clients see it in sluice_status::trailing_md).
+ * @{ */
 
-/* At most n calls in flight in the whole server, across all loops; 0 (the
- * default) = no limit. Returns 0 or SLUICE_ERR_INVALID_ARG (n > INT32_MAX).
- */
+/** At most n calls in flight in the whole server, across all loops; 0 (the
+ * default) = no limit.
+ * @param o the options
+ * @param n the limit; 0: none
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or n > INT32_MAX */
 SLUICE_API int
 sluice_server_opts_set_max_concurrent_calls(sluice_server_opts *o, uint32_t n);
 
-/* At most n calls of the method path ("/package.Service/Method", copied) in
- * flight; 0 removes the limit. Several methods may have limits; setting a
- * path again replaces its limit. A call waits until both its method and the
- * server have a free slot; a waiting call held back only by its method's
- * limit does not hold up calls of other methods. A path that is never
- * registered is ignored. Returns 0, SLUICE_ERR_INVALID_ARG (path NULL or
- * not starting with '/') or SLUICE_ERR_NOMEM. */
+/** At most n calls of the method path ("/package.Service/Method", copied)
+ * in flight; 0 removes the limit. Several methods may have limits; setting
+ * a path again replaces its limit. A call waits until both its method and
+ * the server have a free slot; a waiting call held back only by its
+ * method's limit does not hold up calls of other methods. A path that is
+ * never registered is ignored.
+ * @param o the options
+ * @param path the method's path; copied
+ * @param n the limit; 0: none
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o or path is NULL, path does not start
+ *   with '/', or n > INT32_MAX
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_opts_set_method_max_concurrent_calls(
     sluice_server_opts *o, const char *path, uint32_t n);
 
-/* At most n calls waiting for a slot, server-wide (default 1000). A call
+/** At most n calls waiting for a slot, server-wide (default 1000). A call
  * over a limit that finds the queue full is refused at once:
  * RESOURCE_EXHAUSTED "server queue full (n)", with grpc-retry-pushback-ms
  * = the current backlog (the oldest wait, or the recent mean queue time;
  * at least 10 ms). 0 = no queue: a call over a limit is refused at once.
- * Only matters when a concurrency limit is set. Returns 0 or
- * SLUICE_ERR_INVALID_ARG. */
+ * Only matters when a concurrency limit is set.
+ * @param o the options
+ * @param n the queue's length; 0: no queue
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or n > INT32_MAX */
 SLUICE_API int sluice_server_opts_set_max_queue(sluice_server_opts *o,
                                                 uint32_t n);
 
-/* Sheds waiting calls on queue time, the CoDel way (RFC 8289): once the
+/** Sheds waiting calls on queue time, the CoDel way (RFC 8289): once the
  * queue time of the oldest waiting call has stayed above target_ms for
  * interval_ms, that call is answered RESOURCE_EXHAUSTED ("shed by server:
  * queued 12 ms > target 5 ms", grpc-retry-pushback-ms = interval_ms), and
  * further ones every interval_ms / sqrt(count) while the queue time stays
  * above target. A typical setting is 5 / 100. target_ms 0 (the default)
  * turns it off. Acts on the admission queue, so it needs a concurrency
- * limit. Returns 0 or SLUICE_ERR_INVALID_ARG (interval 0 with a target, or
- * either above one hour). */
+ * limit.
+ * @param o the options
+ * @param target_ms the queue time target in ms; 0: off
+ * @param interval_ms the interval in ms (ignored when target_ms is 0)
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL, interval_ms is 0 with a target,
+ *   or either is above one hour (3600000 ms) */
 SLUICE_API int sluice_server_opts_set_codel(sluice_server_opts *o,
                                             uint32_t target_ms,
                                             uint32_t interval_ms);
 
-/* Load report in every response's trailers (on by default; on 0 turns it
- * off; see also sluice_server_opts_set_load_report_interval):
+/** Load report in every response's trailers (on by default; on 0 turns it
+ * off; see also sluice_server_opts_set_load_report_interval()):
  * `endpoint-load-metrics-bin`, a serialized ORCA
  * xds.data.orca.v3.OrcaLoadReport with
- *   cpu_utilization  in-flight calls / max concurrent calls (a
- *                    concurrency utilization, not a CPU measurement);
- *                    only with sluice_server_opts_set_max_concurrent_calls:
- *                    without a limit the library cannot know how busy the
- *                    handlers are,
- *   application_utilization
- *                    the application's own figure, when it gives one
- *                    (sluice_server_set_utilization),
- *   rps_fractional   handlers finished per second over the last ~1 s
- *                    window (0 until the first window has passed),
- *   named_metrics    "queue_ms": mean queue time of the calls that left the
- *                    queue in the last window (0 without limits),
- *                    "in_flight": calls in flight now.
- * Clients that do not know the trailer ignore it. Returns 0 or
- * SLUICE_ERR_INVALID_ARG. */
+ *
+ *     cpu_utilization  in-flight calls / max concurrent calls (a
+ *                      concurrency utilization, not a CPU measurement);
+ *                      only with sluice_server_opts_set_max_concurrent_calls:
+ *                      without a limit the library cannot know how busy the
+ *                      handlers are,
+ *     application_utilization
+ *                      the application's own figure, when it gives one
+ *                      (sluice_server_set_utilization),
+ *     rps_fractional   handlers finished per second over the last ~1 s
+ *                      window (0 until the first window has passed),
+ *     named_metrics    "queue_ms": mean queue time of the calls that left
+ *                      the queue in the last window (0 without limits),
+ *                      "in_flight": calls in flight now.
+ *
+ * Clients that do not know the trailer ignore it.
+ * @param o the options
+ * @param on non-zero: send it; 0: do not
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL */
 SLUICE_API int sluice_server_opts_set_load_report(sluice_server_opts *o,
                                                   int on);
 
-/* Sends the load report at most once per ms milliseconds on each
+/** Sends the load report at most once per ms milliseconds on each
  * connection (the first response of a connection and every shed or
  * refused call still carry it); 0 = on every response. Default 10 ms: the
  * report costs about 90 bytes per response (kept out of the HPACK table:
  * its value changes) and some CPU, and every response was ~10-15 % of
  * small-message throughput; one per 10 ms keeps the signal fresh for a
- * client's load balancer at no measurable cost. Returns 0 or
- * SLUICE_ERR_INVALID_ARG (above one hour). */
+ * client's load balancer at no measurable cost.
+ * @param o the options
+ * @param ms the interval in ms; 0: every response
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or ms is above one hour
+ *   (3600000 ms) */
 SLUICE_API int
 sluice_server_opts_set_load_report_interval(sluice_server_opts *o, uint32_t ms);
 
+/** @} */
+
 /* ---- server */
 
-/* The application's own measure of how busy this server is: 0 idle, 1 at
+/** The application's own measure of how busy this server is: 0 idle, 1 at
  * capacity, above 1 overloaded (e.g. (busy workers + queued jobs) /
  * workers). Sent to clients as ORCA application_utilization in the load
  * report, where sluice's balancers prefer it to cpu_utilization: a server
  * that queues work outside the library (its own worker pool) should give
  * it, or clients cannot tell a saturated server from an idle one. A
  * negative value withdraws it. Thread-safe and cheap (one atomic store):
- * call it whenever the figure changes. Returns 0 or SLUICE_ERR_INVALID_ARG
- * (srv NULL, utilization NaN). */
+ * call it whenever the figure changes.
+ * @param srv the server
+ * @param utilization the figure; negative: withdrawn
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG srv is NULL or utilization is NaN */
 SLUICE_API int sluice_server_set_utilization(sluice_server *srv,
                                              double utilization);
 
-/* Creates a server (not yet listening) in *out. opts may be NULL; it is read
- * during the call and not kept. Returns 0, SLUICE_ERR_INVALID_ARG or
- * SLUICE_ERR_NOMEM. */
+/** Creates a server (not yet listening) in *out. opts may be NULL; it is
+ * read during the call and not kept (it may be freed right after).
+ * @param[out] out receives the server, owned by the caller
+ *   (sluice_server_del()); untouched on failure
+ * @param opts the options, or NULL (defaults)
+ * @retval 0 created
+ * @retval SLUICE_ERR_INVALID_ARG out is NULL
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_new(sluice_server **out,
                                  const sluice_server_opts *opts);
 
-/* Registers a service before sluice_server_start(). desc is borrowed (static
- * tables from generated code); dispatch has desc->n_methods entries (NULL for
- * a method without a handler: it answers UNIMPLEMENTED); handlers_size bytes
- * of handlers are copied; user_data is passed to every handler.
- * Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_DUPLICATE (a method path is
- * already registered), SLUICE_ERR_STATE (server started) or SLUICE_ERR_NOMEM.
- * Generated code wraps this as <package>__<service>__sluice_register(). */
+/** Registers a service before sluice_server_start(). desc is borrowed
+ * (static tables from generated code); dispatch has desc->n_methods entries
+ * (NULL for a method without a handler: it answers UNIMPLEMENTED);
+ * handlers_size bytes of handlers are copied; user_data is passed to every
+ * handler. Generated code wraps this as
+ * `<package>__<service>__sluice_register()`. Not thread-safe: one thread,
+ * before the server starts.
+ * @param srv the server
+ * @param desc the service table; borrowed for the server's life
+ * @param dispatch desc->n_methods dispatch functions; copied
+ * @param handlers the handler struct given to each dispatch function
+ * @param handlers_size bytes of handlers to copy
+ * @param user_data passed to every handler
+ * @retval 0 registered
+ * @retval SLUICE_ERR_INVALID_ARG srv, desc or dispatch is NULL (also for a
+ *   service without methods), or handlers is NULL with a handlers_size
+ * @retval SLUICE_ERR_DUPLICATE a method path is already registered
+ * @retval SLUICE_ERR_STATE the server was started
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_add_service(sluice_server *srv,
                                          const sluice_service_desc *desc,
                                          const sluice_unary_dispatch *dispatch,
                                          const void *handlers,
                                          size_t handlers_size, void *user_data);
 
-/* Listens on address: "host:port" (host may be an IPv4 literal, "[v6]" or a
- * name; port 0 picks a free port) or "unix:/path". The bound port is stored
- * in *port_out when non-NULL (0 for unix:). May be called several times,
- * before sluice_server_start(). Returns 0, SLUICE_ERR_INVALID_ARG,
- * SLUICE_ERR_BAD_ADDRESS, SLUICE_ERR_STATE or SLUICE_ERR_SYSTEM. */
+/** Listens on address: "host:port" (host may be an IPv4 literal, "[v6]"
+ * or a name; port 0 picks a free port) or "unix:/path" (a stale socket
+ * file there is removed first; the file is removed at shutdown). The bound
+ * port is stored in *port_out when non-NULL (0 for unix:). May be called
+ * several times, before sluice_server_start(). The socket is bound and
+ * listening when this returns.
+ * @param srv the server
+ * @param address where to listen
+ * @param[out] port_out receives the bound port, or NULL; 0 on failure
+ * @retval 0 listening
+ * @retval SLUICE_ERR_INVALID_ARG srv or address is NULL
+ * @retval SLUICE_ERR_BAD_ADDRESS address cannot be parsed or resolved, or
+ *   bind/listen failed (the port is taken, the path is too long ...)
+ * @retval SLUICE_ERR_STATE the server was started
+ * @retval SLUICE_ERR_SYSTEM a socket cannot be created
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_listen(sluice_server *srv, const char *address,
                                     int *port_out);
 
-/* Starts the loop threads and begins accepting. Returns 0, SLUICE_ERR_STATE
- * (already started or nothing to listen on) or SLUICE_ERR_SYSTEM. */
+/** Starts the loop threads and begins accepting.
+ * @param srv the server
+ * @retval 0 started
+ * @retval SLUICE_ERR_INVALID_ARG srv is NULL
+ * @retval SLUICE_ERR_STATE already started or nothing to listen on
+ * @retval SLUICE_ERR_SYSTEM a loop or its thread cannot be created
+ * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_start(sluice_server *srv);
 
-/* Graceful shutdown: stops accepting, sends GOAWAY to every connection, lets
- * in-flight calls finish for up to grace_ms, then cancels the rest (their
- * clients see CANCELLED/UNAVAILABLE) and stops the loops. Blocks until done.
- * Thread-safe; must not be called from a handler. Calling it twice is
- * harmless. Returns 0 or SLUICE_ERR_INVALID_ARG. */
+/** Graceful shutdown: stops accepting, sends GOAWAY to every connection,
+ * lets in-flight calls finish for up to grace_ms, then cancels the rest
+ * (their clients see CANCELLED/UNAVAILABLE) and stops the loops. Blocks
+ * until done. Thread-safe; must not be called from a handler (or any of
+ * the server's loop threads). Calling it twice is harmless; before
+ * sluice_server_start() it only marks the server shut down.
+ * @param srv the server
+ * @param grace_ms how long in-flight calls may take to finish, in ms
+ * @retval 0 shut down
+ * @retval SLUICE_ERR_INVALID_ARG srv is NULL */
 SLUICE_API int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms);
 
-/* Shuts down (grace 0) if still running, then frees the server. NULL is
- * ignored. */
+/** Shuts down (grace 0) if still running, then frees the server. Not from
+ * a handler (as sluice_server_shutdown()).
+ * @param srv the server; NULL is ignored */
 SLUICE_API void sluice_server_del(sluice_server *srv);
 
 /* ---- server calls: valid from the handler until the call is finished */
 
-/* Finishes the call with status OK and response resp (serialized before
- * return; the caller keeps ownership of resp), or with code/message when code
- * is not OK (resp is then ignored and may be NULL). message may be NULL.
- * For server-streaming and bidi methods resp may be NULL with OK (the
- * messages were sent with sluice_server_call_send); a non-NULL resp is sent
- * as a last message. Messages already queued are sent before the status.
- * Callable from any thread, exactly once per call; after it returns the call
- * handle must not be used. Returns 0, SLUICE_ERR_INVALID_ARG (call NULL, OK
- * with resp NULL or of the wrong type). A call that the client cancelled or
- * whose deadline passed is answered by the library; replying to it is still
- * required and is then a harmless no-op. */
+/** Finishes the call with status OK and response resp (serialized before
+ * return; the caller keeps ownership of resp), or with code/message when
+ * code is not OK (resp is then not sent and may be NULL). message may be
+ * NULL. For server-streaming and bidi methods resp may be NULL with OK (the
+ * messages were sent with sluice_server_call_send()); a non-NULL resp is
+ * sent as a last message. Messages already queued are sent before the
+ * status. Callable from any thread, exactly once per call; after it returns
+ * 0 the call handle must not be used. A call that the client cancelled or
+ * whose deadline passed is answered by the library; replying to it is
+ * still required and is then a harmless no-op. A resp over the max
+ * response size, or one there is no memory for, finishes the call with
+ * RESOURCE_EXHAUSTED instead (this still returns 0).
+ * @param call the call
+ * @param code the status; a number outside gRPC's 0..16 is sent as UNKNOWN
+ * @param message the status message (grpc-message) of a code other than
+ *   OK; copied; NULL: none
+ * @param resp the response, of the method's response type, or NULL
+ * @retval 0 finished
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL, resp is not of the method's
+ *   response type (whatever the code), or OK with resp NULL on a unary or
+ *   client-streaming method; the call is not finished then
+ * @retval SLUICE_ERR_STATE the call was already finished */
 SLUICE_API int sluice_server_call_finish(sluice_server_call *call,
                                          sluice_status_code code,
                                          const char *message,
                                          const ProtobufCMessage *resp);
 
-/* Shorthand for sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL,
- * resp). */
+/** Shorthand for sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL,
+ * resp).
+ * @param call the call
+ * @param resp the response (NULL only for server-streaming and bidi
+ *   methods)
+ * @return as sluice_server_call_finish() */
 SLUICE_API int sluice_server_call_reply(sluice_server_call *call,
                                         const ProtobufCMessage *resp);
 
 /* ---- streaming */
 
-/* What a streaming server call reports to its handler. Every member may be
- * NULL. Callbacks run on the call's loop thread, one at a time. */
+/** What a streaming server call reports to its handler. Every member may
+ * be NULL. Callbacks run on the call's loop thread, one at a time; each
+ * gets the call and the user_data given to
+ * sluice_server_call_set_handlers(). */
 typedef struct sluice_server_call_handlers {
-  /* One request message (client-streaming and bidi methods), decoded; msg
-   * is owned by the library and freed when the callback returns. */
+  /** One request message (client-streaming and bidi methods), decoded; msg
+   * is owned by the library and freed when the callback returns.
+   * @param call the call
+   * @param msg the message, of the method's request type (cast it)
+   * @param user_data as given to sluice_server_call_set_handlers() */
   void (*on_message)(sluice_server_call *call, const ProtobufCMessage *msg,
                      void *user_data);
-  /* The client half-closed: no more messages will come. */
+  /** The client half-closed: no more messages will come.
+   * @param call the call
+   * @param user_data as given to sluice_server_call_set_handlers() */
   void (*on_half_close)(sluice_server_call *call, void *user_data);
-  /* sluice_server_call_send returned SLUICE_ERR_FULL earlier and the send
-   * queue has drained below half of its bound: send again. */
+  /** sluice_server_call_send() returned SLUICE_ERR_FULL earlier and the
+   * send queue has drained below half of its bound: send again.
+   * @param call the call
+   * @param user_data as given to sluice_server_call_set_handlers() */
   void (*on_send_ready)(sluice_server_call *call, void *user_data);
-  /* Exactly once, last: the stream is over — the status was sent
+  /** Exactly once, last: the stream is over — the status was sent
    * (cancelled 0) or the client cancelled, the deadline passed or the
    * connection died (cancelled 1). The handle stays valid until this
-   * returns; finish must still be called once if it was not. */
+   * returns; finish must still be called once if it was not.
+   * @param call the call
+   * @param cancelled 0 or 1, as above
+   * @param user_data as given to sluice_server_call_set_handlers() */
   void (*on_done)(sluice_server_call *call, int cancelled, void *user_data);
 } sluice_server_call_handlers;
 
-/* Registers the handler's callbacks for this call (handlers is copied).
- * Request messages received before this are held (within the receive bound)
- * and delivered after it. Callable once, from any thread, before finish.
- * Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (already set, or
- * the call was finished). */
+/** Registers the handler's callbacks for this call (handlers is copied).
+ * Request messages received before this are held (within the receive
+ * bound) and delivered after it. Callable once, from any thread, before
+ * finish.
+ * @param call the call
+ * @param h the callbacks; copied
+ * @param user_data passed to every callback
+ * @retval 0 registered
+ * @retval SLUICE_ERR_INVALID_ARG call or h is NULL
+ * @retval SLUICE_ERR_STATE already set, or the call was finished */
 SLUICE_API int
 sluice_server_call_set_handlers(sluice_server_call *call,
                                 const sluice_server_call_handlers *h,
                                 void *user_data);
 
-/* Queues a response message (server-streaming and bidi methods; serialized
- * and maybe compressed on the caller's thread; the caller keeps msg).
- * Thread-safe. Returns 0, SLUICE_ERR_INVALID_ARG, SLUICE_ERR_FULL (the queue
- * holds the send buffer bound: wait for on_send_ready; nothing queued),
- * SLUICE_ERR_STATE (finished, cancelled, or not a streaming-response
- * method), SLUICE_ERR_TOO_LARGE (over the max response size; nothing sent)
- * or SLUICE_ERR_NOMEM. */
+/** Queues a response message (server-streaming and bidi methods;
+ * serialized and maybe compressed on the caller's thread; the caller keeps
+ * msg). Thread-safe.
+ * @param call the call
+ * @param msg the response, of the method's response type
+ * @retval 0 queued
+ * @retval SLUICE_ERR_INVALID_ARG call or msg is NULL, or msg is not of the
+ *   method's response type
+ * @retval SLUICE_ERR_FULL the queue holds the send buffer bound: wait for
+ *   on_send_ready; nothing queued
+ * @retval SLUICE_ERR_STATE finished, cancelled, or not a streaming-response
+ *   method
+ * @retval SLUICE_ERR_TOO_LARGE over the max response size; nothing sent,
+ *   the call goes on
+ * @retval SLUICE_ERR_NOMEM out of memory (SLUICE_ERR_SYSTEM when zlib
+ *   cannot start compressing); nothing queued */
 SLUICE_API int sluice_server_call_send(sluice_server_call *call,
                                        const ProtobufCMessage *msg);
-/* As sluice_server_call_send with flags (SLUICE_SEND_NO_COMPRESS). */
+/** As sluice_server_call_send() with flags. Thread-safe.
+ * @param call the call
+ * @param msg the response, of the method's response type
+ * @param flags 0 or SLUICE_SEND_NO_COMPRESS; other bits are ignored
+ * @return as sluice_server_call_send() */
 SLUICE_API int sluice_server_call_send_ex(sluice_server_call *call,
                                           const ProtobufCMessage *msg,
                                           unsigned flags);
 
-/* Pauses (paused != 0) or resumes delivery of request messages; while
+/** Pauses (paused != 0) or resumes delivery of request messages; while
  * paused the client is held back by HTTP/2 flow control, so at most one
  * stream window (SLUICE_STREAM_WINDOW) plus one message is buffered.
- * Thread-safe. Returns 0 or SLUICE_ERR_INVALID_ARG. */
+ * Thread-safe; called from on_message it takes effect at once.
+ * @param call the call
+ * @param paused non-zero to pause, 0 to resume
+ * @retval 0 done
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL */
 SLUICE_API int sluice_server_call_set_recv_paused(sluice_server_call *call,
                                                   int paused);
 
-/* Compresses the response messages of this call (before the first one is
- * sent; default none). The client's grpc-accept-encoding is honoured: if
- * it does not list gzip, messages go uncompressed. Thread-safe. Returns 0,
- * SLUICE_ERR_INVALID_ARG or SLUICE_ERR_STATE (headers already sent). */
+/** Compresses the response messages of this call (before the first one
+ * is sent; default none). The client's grpc-accept-encoding is honoured:
+ * if it does not list gzip, messages go uncompressed. Thread-safe.
+ * @param call the call
+ * @param c SLUICE_COMPRESS_GZIP or SLUICE_COMPRESS_NONE
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL or c is not a
+ *   sluice_compression value
+ * @retval SLUICE_ERR_STATE the response headers were already sent */
 SLUICE_API int sluice_server_call_set_compression(sluice_server_call *call,
                                                   sluice_compression c);
 
-/* Non-zero when the most recent request message (the unary/server-streaming
- * request, or the one inside on_message) arrived compressed. */
+/** Whether the most recent request message (the unary/server-streaming
+ * request, or the one inside on_message) arrived compressed.
+ * @param call the call
+ * @return non-zero when it was compressed; 0 when not, or for NULL */
 SLUICE_API int
 sluice_server_call_message_compressed(const sluice_server_call *call);
 
-/* The most bytes of request data held at once for this call (see
- * sluice_server_call_set_recv_paused). */
+/** The most bytes of request data held at once for this call (see
+ * sluice_server_call_set_recv_paused()). Thread-safe.
+ * @param call the call
+ * @return the high-water mark in bytes; 0 for NULL */
 SLUICE_API size_t
 sluice_server_call_recv_buffered_max(const sluice_server_call *call);
 
-/* Adds metadata to send with the response headers (before finish only;
- * copied). Same key rules as sluice_metadata_add. */
+/** Adds metadata to send with the response headers (before finish only;
+ * copied). Same key rules as sluice_metadata_add(). Add it before the
+ * first response message is sent: the headers go out with it (or with
+ * finish), and what is added later is not sent. Not thread-safe: one
+ * thread at a time, not while another thread sends on the call.
+ * @param call the call
+ * @param key the key; copied
+ * @param value the value's bytes; copied
+ * @param len the value's length
+ * @retval 0 added
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL
+ * @return otherwise what sluice_metadata_add() returns for key and value
+ *   (0, or its error: nothing added) */
 SLUICE_API int sluice_server_call_add_initial_metadata(sluice_server_call *call,
                                                        const char *key,
                                                        const void *value,
                                                        size_t len);
-/* Adds metadata to send with the trailers (before finish only; copied). */
+/** Adds metadata to send with the trailers (before finish only; copied).
+ * Same key rules as sluice_metadata_add(). Not thread-safe: one thread at
+ * a time, and before sluice_server_call_finish() (which sends them).
+ * @param call the call
+ * @param key the key; copied
+ * @param value the value's bytes; copied
+ * @param len the value's length
+ * @retval 0 added
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL
+ * @return otherwise what sluice_metadata_add() returns for key and value
+ *   (0, or its error: nothing added) */
 SLUICE_API int sluice_server_call_add_trailing_metadata(
     sluice_server_call *call, const char *key, const void *value, size_t len);
 
-/* The client's custom metadata (borrowed; valid until finish). Never NULL. */
+/** The client's custom metadata (borrowed; valid until finish).
+ * @param call the call
+ * @return the metadata list, never NULL for a call (empty when the client
+ *   sent none); NULL for a NULL call */
 SLUICE_API const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call);
-/* Absolute deadline on sluice_now_ns()'s clock; 0 when the client sent
- * none. */
+/** Absolute deadline on sluice_now_ns()'s clock. Any thread.
+ * @param call the call
+ * @return the deadline in ns; 0 when the client sent none, or for NULL */
 SLUICE_API uint64_t sluice_server_call_deadline(const sluice_server_call *call);
-/* Peer address, "ipv4:1.2.3.4:5678", "ipv6:[::1]:5678" or "unix:" (borrowed;
- * valid until finish). */
+/** Peer address, `ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678` or `unix:`
+ * (borrowed; valid until finish). Any thread.
+ * @param call the call
+ * @return the address; NULL for a NULL call */
 SLUICE_API const char *sluice_server_call_peer(const sluice_server_call *call);
-/* The method being called (static table). */
+/** The method being called (static table). Any thread.
+ * @param call the call
+ * @return the method's table entry; NULL for a NULL call */
 SLUICE_API const sluice_method_desc *
 sluice_server_call_method(const sluice_server_call *call);
-/* Non-zero once the client cancelled, the deadline passed or the connection
- * died: the reply will be discarded. Thread-safe. */
+/** Whether the client cancelled, the deadline passed or the connection
+ * died: the reply will be discarded (finish is still owed). Thread-safe.
+ * @param call the call
+ * @return non-zero once that happened; 0 while the call is live; 1 for
+ *   NULL */
 SLUICE_API int sluice_server_call_is_cancelled(const sluice_server_call *call);
 
 #ifdef __cplusplus
