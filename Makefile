@@ -52,6 +52,13 @@ test-asan: build-asan
 
 test: test-plain test-asan
 
+# The API reference (Doxygen, docs/Doxyfile) in build/docs/api/html; fails
+# on any warning, such as an undocumented function, parameter or return
+# value (make test runs the same check: ctest docs_doxygen).
+.PHONY: docs
+docs: deps
+	@scripts/check-docs.sh $(BUILD)/docs/api
+
 # Debian packages libsluice0, libsluice-dev, protoc-gen-sluice in build-deb/
 # (scripts/make-deb.sh: CPack, cmake/SluicePackaging.cmake).
 .PHONY: deb test-deb

@@ -130,8 +130,9 @@ static void header_stream_client(printer *p, const service_model *sm,
   printer_printf(p,
                  "/* Starts a %s call (%s). Send the\n"
                  " * requests with %s__%s__send(), then half-close with\n"
-                 " * sluice_call_close_send() (nothing is sent before the "
-                 "first of them).\n",
+                 " * sluice_call_close_send(). The request headers go out "
+                 "at once,\n"
+                 " * each message as it is sent.\n",
                  mm->path, kind_words(mm->kind), sm->lower, mm->lower);
   doc_start_common(p, mm);
   printer_printf(p,
@@ -229,8 +230,9 @@ static void header_server_helper(printer *p, const service_model *sm,
         p,
         "/* Finishes a %s call with status OK and resp (serialized\n"
         " * before this returns; the caller keeps resp). Any thread, once per\n"
-        " * call. Returns 0 or SLUICE_ERR_INVALID_ARG (call or resp NULL), as\n"
-        " * sluice_server_call_reply(). */\n"
+        " * call. Returns 0, SLUICE_ERR_INVALID_ARG (call or resp NULL) or\n"
+        " * SLUICE_ERR_STATE (already finished), as sluice_server_call_reply().\n"
+        " */\n"
         "int %s__%s__reply(sluice_server_call *call, const %s *resp);\n\n",
         mm->path, sm->lower, mm->lower, mm->out_type);
     return;

@@ -236,7 +236,10 @@ int sluice_server_add_service(sluice_server *srv,
                               const sluice_unary_dispatch *dispatch,
                               const void *handlers, size_t handlers_size,
                               void *user_data) {
-  if (!srv || !desc || !dispatch || (!handlers && handlers_size))
+  /* A service without methods has no dispatch table (the generated code
+   * passes NULL) and is registered all the same. */
+  if (!srv || !desc || (desc->n_methods && (!dispatch || !desc->methods)) ||
+      (!handlers && handlers_size))
     return SLUICE_ERR_INVALID_ARG;
   if (srv->started)
     return SLUICE_ERR_STATE;
@@ -247,13 +250,16 @@ int sluice_server_add_service(sluice_server *srv,
   void *copy = malloc(handlers_size ? handlers_size : 1);
   void **copies =
       realloc(srv->handler_copies, (srv->n_services + 1) * sizeof *copies);
+  /* realloc(p, 0) may free p: only grow. */
   sluice__route *routes =
-      realloc(srv->routes, (srv->n_routes + desc->n_methods) * sizeof *routes);
+      desc->n_methods ? realloc(srv->routes, (srv->n_routes + desc->n_methods) *
+                                                 sizeof *routes)
+                      : srv->routes;
   if (copies)
     srv->handler_copies = copies;
   if (routes)
     srv->routes = routes;
-  if (!copy || !copies || !routes) {
+  if (!copy || !copies || (desc->n_methods && !routes)) {
     free(copy);
     return SLUICE_ERR_NOMEM;
   }
