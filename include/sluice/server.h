@@ -385,10 +385,14 @@ typedef struct sluice_server_call_handlers {
    * @param call the call
    * @param user_data as given to sluice_server_call_set_handlers() */
   void (*on_send_ready)(sluice_server_call *call, void *user_data);
-  /** Exactly once, last: the stream is over — the status was sent
-   * (cancelled 0) or the client cancelled, the deadline passed or the
-   * connection died (cancelled 1). The handle stays valid until this
-   * returns; finish must still be called once if it was not.
+  /** Exactly once, last: the stream is over. cancelled is 0 only when the
+   * handler's finish decided the status and it was sent; 1 when the call
+   * ended any other way: its deadline passed (the library answered
+   * DEADLINE_EXCEEDED), the client cancelled or reset it, the connection
+   * died or the server shut down, or the library failed the request (too
+   * large, undecodable). One rule for every kind of method. The handle
+   * stays valid until this returns; finish must still be called once if
+   * it was not.
    * @param call the call
    * @param cancelled 0 or 1, as above
    * @param user_data as given to sluice_server_call_set_handlers() */

@@ -193,6 +193,8 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
   sluice_server_call *call = src->ptr;
   size_t n;
   int ready;
+  if (call->final_sent) /* the library ended the stream (end_now) */
+    return NGHTTP2_ERR_DEFERRED;
   sluice__sendq_state st =
       sluice__sendq_read(&call->sendq, buf, len, &n, &ready);
   if (ready)
@@ -285,6 +287,28 @@ static void push_out(sluice_server_call *call) {
   sluice__conn_want_write(&call->sc->conn);
 }
 
+/* A status the library decided, once the response headers are out: the
+ * trailers go now rather than from the data provider, which flow control
+ * may never run again (a client that reads nothing more); the messages
+ * were dropped and the trailers, a HEADERS frame, need no window. */
+static void end_now(sluice_server_call *call) {
+  sluice__sconn *sc = call->sc;
+  sluice__nvs t;
+  sluice__nvs_init(&t);
+  status_bufs b;
+  int rv = add_status(&t, call, &b) != 0
+               ? -1
+               : nghttp2_submit_trailer(sc->conn.session, call->stream_id, t.nv,
+                                        t.n);
+  sluice__nvs_free(&t);
+  free(b.msg);
+  call->final_sent = rv == 0;
+  if (rv != 0)
+    nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
+                              call->stream_id, NGHTTP2_INTERNAL_ERROR);
+  sluice__conn_want_write(&sc->conn);
+}
+
 /* Decides the final status on the loop: code/message (copied); queued
  * messages still go out before it unless drop is set. */
 static void decide(sluice_server_call *call, sluice_status_code code,
@@ -301,7 +325,11 @@ static void decide(sluice_server_call *call, sluice_status_code code,
     sluice__sendq_abort(&call->sendq);
   else
     sluice__sendq_close(&call->sendq, &deferred);
-  push_out(call);
+  if (drop && call->sc && !call->final_sent &&
+      __atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE))
+    end_now(call);
+  else
+    push_out(call);
 }
 
 void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
@@ -525,7 +553,14 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   }
   call->sc = NULL;
   sluice__admit_dequeue(call);
-  int cancelled = !(call->final_sent && h2_error == NGHTTP2_NO_ERROR);
+  /* One rule for every kind of call: cancelled 0 only when the handler
+   * finished the call and its status went out on a cleanly closed stream.
+   * A status the library decided (the deadline passed, a bad request,
+   * shutdown) counts as cancelled, like a client's reset or a dead
+   * connection: the handler's work was cut short either way. */
+  int cancelled = !(call->handler_status && call->final_sent &&
+                    h2_error == NGHTTP2_NO_ERROR);
+  call->end_cancelled = cancelled;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   call->responded = 1;
   sluice__sendq_abort(&call->sendq); /* later sends: SLUICE_ERR_STATE */
@@ -564,7 +599,7 @@ static void on_resume_task(sluice__task *t) {
     return;
   }
   if (!call->sc) { /* the stream ended before the handler registered */
-    tell_done(call, !call->final_sent);
+    tell_done(call, call->end_cancelled);
     return;
   }
   call->recv.paused = __atomic_load_n(&call->want_paused, __ATOMIC_ACQUIRE);
@@ -595,8 +630,10 @@ static void on_finish_task(sluice__task *t) {
   call->handler_owes = 0;
   /* The slot goes to a waiting call first; then this call's status. */
   sluice__admit_release(call, 1);
-  if (call->sc && !call->responded)
+  if (call->sc && !call->responded) {
+    call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
+  }
   sluice__scall_unref(call);
 }
 

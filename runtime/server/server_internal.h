@@ -194,10 +194,13 @@ struct sluice_server_call {
   /* streaming */
   sluice_server_call_handlers h;
   void *h_ud;
-  int handlers_set; /* atomic */
-  int done_told;    /* on_done fired */
-  int want_paused;  /* atomic */
-  int compression;  /* atomic sluice_compression for responses */
+  int handlers_set;   /* atomic */
+  int done_told;      /* on_done fired */
+  int handler_status; /* the final status is the handler's (its finish
+                         decided it, not the library) */
+  int end_cancelled;  /* on_done's cancelled, known once the stream closed */
+  int want_paused;    /* atomic */
+  int compression;    /* atomic sluice_compression for responses */
   sluice__sendq sendq;
   /* the final status: code/message are loop-side; fin_* are written by
    * finish (any thread) and read by the loop in finish_task */

@@ -2,6 +2,7 @@
 #include "e2e_common.h"
 
 #include <errno.h>
+#include <nghttp2/nghttp2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,105 @@ void e2e_abs_ms(struct timespec *ts, unsigned ms) {
     ts->tv_sec++;
     ts->tv_nsec -= 1000000000L;
   }
+}
+
+typedef struct raw_bytes {
+  uint8_t *p;
+  size_t n, cap;
+  const uint8_t *body; /* framed message */
+  size_t body_len, body_sent;
+  int end_stream;
+} raw_bytes;
+
+static ssize_t raw_collect(nghttp2_session *s, const uint8_t *data, size_t len,
+                           int flags, void *ud) {
+  (void)s;
+  (void)flags;
+  raw_bytes *b = ud;
+  if (b->n + len > b->cap) {
+    b->cap = (b->n + len) * 2;
+    b->p = realloc(b->p, b->cap);
+    assert_non_null(b->p);
+  }
+  memcpy(b->p + b->n, data, len);
+  b->n += len;
+  return (ssize_t)len;
+}
+
+static ssize_t raw_body(nghttp2_session *s, int32_t id, uint8_t *buf,
+                        size_t len, uint32_t *flags, nghttp2_data_source *src,
+                        void *ud) {
+  (void)s;
+  (void)id;
+  (void)src;
+  raw_bytes *b = ud;
+  size_t n =
+      b->body_len - b->body_sent < len ? b->body_len - b->body_sent : len;
+  memcpy(buf, b->body + b->body_sent, n);
+  b->body_sent += n;
+  if (b->body_sent < b->body_len)
+    return (ssize_t)n;
+  if (b->end_stream)
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  else if (n == 0)
+    return NGHTTP2_ERR_DEFERRED; /* the stream stays open */
+  return (ssize_t)n;
+}
+
+#define RAW_NV(n, v)                                                           \
+  { (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE }
+
+size_t e2e_raw_call_bytes(const char *path, const char *timeout,
+                          const uint8_t *msg, size_t len, int end_stream,
+                          uint32_t window, uint8_t **out) {
+  raw_bytes b;
+  memset(&b, 0, sizeof b);
+  uint8_t *framed = malloc(len + 5);
+  assert_non_null(framed);
+  framed[0] = 0;
+  framed[1] = (uint8_t)(len >> 24);
+  framed[2] = (uint8_t)(len >> 16);
+  framed[3] = (uint8_t)(len >> 8);
+  framed[4] = (uint8_t)len;
+  if (len)
+    memcpy(framed + 5, msg, len);
+  b.body = framed;
+  b.body_len = msg ? len + 5 : 0;
+  b.end_stream = end_stream;
+
+  nghttp2_session_callbacks *cbs;
+  assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
+  nghttp2_session_callbacks_set_send_callback(cbs, raw_collect);
+  nghttp2_session *s;
+  assert_int_equal(nghttp2_session_client_new(&s, cbs, &b), 0);
+  nghttp2_session_callbacks_del(cbs);
+  nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window};
+  assert_int_equal(
+      nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, &iv, window ? 1 : 0), 0);
+  if (window)
+    assert_int_equal(nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE,
+                                                           0, (int32_t)window),
+                     0);
+  nghttp2_nv nv[7] = {RAW_NV(":method", "POST"),
+                      RAW_NV(":scheme", "http"),
+                      RAW_NV(":path", path),
+                      RAW_NV(":authority", "localhost"),
+                      RAW_NV("content-type", "application/grpc"),
+                      RAW_NV("te", "trailers")};
+  size_t n_nv = 6;
+  if (timeout)
+    nv[n_nv++] = (nghttp2_nv)RAW_NV("grpc-timeout", timeout);
+  nghttp2_data_provider dp;
+  dp.source.ptr = NULL;
+  dp.read_callback = raw_body;
+  assert_true(nghttp2_submit_request(s, NULL, nv, n_nv,
+                                     msg || !end_stream ? &dp : NULL,
+                                     NULL) > 0);
+  assert_int_equal(nghttp2_session_send(s), 0);
+  nghttp2_session_del(s);
+  free(framed);
+  *out = b.p;
+  return b.n;
 }
 
 void e2e_cond_init(pthread_cond_t *cv) {

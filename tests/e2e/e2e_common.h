@@ -96,6 +96,17 @@ void e2e_wait_cb(const sluice_status *st, const E2e__EchoMsg *resp,
 /* Waits until n completions fired; returns fired. */
 int e2e_wait_for(e2e_wait *w, int n, unsigned timeout_ms);
 
+/* What a raw HTTP/2 client sends to start one gRPC call on a new
+ * connection (made with nghttp2's client, for tests that must control the
+ * bytes): the preface and SETTINGS (window: the stream window granted to
+ * the server, and the connection window raised to it; 0 = HTTP/2's
+ * default 64 KiB), then HEADERS for path with grpc-timeout when timeout
+ * is not NULL ("200m"), and the message msg (len bytes, framed here) as
+ * DATA, with END_STREAM when end_stream. Returns the size; free *out. */
+size_t e2e_raw_call_bytes(const char *path, const char *timeout,
+                          const uint8_t *msg, size_t len, int end_stream,
+                          uint32_t window, uint8_t **out);
+
 /* An absolute CLOCK_MONOTONIC timespec ms from now. */
 void e2e_abs_ms(struct timespec *ts, unsigned ms);
 void e2e_cond_init(pthread_cond_t *cv);

@@ -24,8 +24,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <nghttp2/nghttp2.h>
-
 #include "e2e_common.h"
 #include "stream.pb-c.h"
 
@@ -172,94 +170,24 @@ static void vanish(int fd, int how) {
   close(fd);
 }
 
-/* ---- a Download request, as bytes, made with nghttp2's client */
+/* ---- a Download request, as bytes */
 
 typedef struct bytes {
   uint8_t *p;
-  size_t n, cap;
+  size_t n;
 } bytes;
 
-static ssize_t collect(nghttp2_session *s, const uint8_t *data, size_t len,
-                       int flags, void *ud) {
-  (void)s;
-  (void)flags;
-  bytes *b = ud;
-  if (b->n + len > b->cap) {
-    b->cap = (b->n + len) * 2;
-    b->p = realloc(b->p, b->cap);
-    assert_non_null(b->p);
-  }
-  memcpy(b->p + b->n, data, len);
-  b->n += len;
-  return (ssize_t)len;
-}
-
-typedef struct body {
-  uint8_t buf[64];
-  size_t len, sent;
-} body;
-
-static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf,
-                         size_t len, uint32_t *flags, nghttp2_data_source *src,
-                         void *ud) {
-  (void)s;
-  (void)id;
-  (void)ud;
-  body *b = src->ptr;
-  size_t n = b->len - b->sent < len ? b->len - b->sent : len;
-  memcpy(buf, b->buf + b->sent, n);
-  b->sent += n;
-  if (b->sent == b->len)
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
-  return (ssize_t)n;
-}
-
-#define NV(n, v)                                                               \
-  {                                                                            \
-    (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,              \
-        NGHTTP2_NV_FLAG_NONE                                                   \
-  }
-
-/* Preface, SETTINGS with 1 GiB windows and a Download of count chunks of
- * size bytes: the server may send all of it without waiting for us. */
+/* A Download of count chunks of size bytes on a new connection that grants
+ * 1 GiB windows: the server may send all of it without waiting for us. */
 static bytes download_request(uint32_t count, uint32_t size) {
-  bytes b = {NULL, 0, 0};
-  body bd;
-  memset(&bd, 0, sizeof bd);
   Streamt__DownloadReq req = STREAMT__DOWNLOAD_REQ__INIT;
   req.count = count;
   req.size = size;
-  size_t ml = streamt__download_req__pack(&req, bd.buf + 5);
-  bd.buf[1] = (uint8_t)(ml >> 24);
-  bd.buf[2] = (uint8_t)(ml >> 16);
-  bd.buf[3] = (uint8_t)(ml >> 8);
-  bd.buf[4] = (uint8_t)ml;
-  bd.len = 5 + ml;
-
-  nghttp2_session_callbacks *cbs;
-  nghttp2_session_callbacks_new(&cbs);
-  nghttp2_session_callbacks_set_send_callback(cbs, collect);
-  nghttp2_session *s;
-  assert_int_equal(nghttp2_session_client_new(&s, cbs, &b), 0);
-  nghttp2_session_callbacks_del(cbs);
-  nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 30};
-  assert_int_equal(nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, &iv, 1), 0);
-  assert_int_equal(
-      nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, 1 << 30),
-      0);
-  const nghttp2_nv nv[] = {NV(":method", "POST"),
-                           NV(":scheme", "http"),
-                           NV(":path", "/streamt.Streams/Download"),
-                           NV(":authority", "localhost"),
-                           NV("content-type", "application/grpc"),
-                           NV("te", "trailers")};
-  nghttp2_data_provider dp;
-  dp.source.ptr = &bd;
-  dp.read_callback = body_read;
-  assert_true(nghttp2_submit_request(s, NULL, nv, sizeof nv / sizeof nv[0], &dp,
-                                     NULL) > 0);
-  assert_int_equal(nghttp2_session_send(s), 0);
-  nghttp2_session_del(s);
+  uint8_t msg[32];
+  size_t ml = streamt__download_req__pack(&req, msg);
+  bytes b;
+  b.n = e2e_raw_call_bytes("/streamt.Streams/Download", NULL, msg, ml, 1,
+                           1u << 30, &b.p);
   return b;
 }
 

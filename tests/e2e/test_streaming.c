@@ -6,9 +6,12 @@
  * Every wait is bounded; nothing asserts speed. */
 #include "e2e_common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -659,8 +662,70 @@ static void test_server_fails_mid_stream(void **state) {
   assert_string_equal(s.message, "server gave up");
   assert_int_equal(s.received, 5);
   assert_int_equal(srv_wait_done(1), 1);
+  /* The handler's own status, sent: not cancelled, even though not OK. */
+  assert_int_equal(g_srv.cancelled, 0);
   sluice_call_release(call);
   cs_destroy(&s);
+}
+
+/* Starts a call from a raw client that sends grpc-timeout 200m but never
+ * resets the stream (a sluice client's own deadline would race the
+ * server's): only the server's deadline timer can end the call. The client
+ * grants HTTP/2's default 64 KiB window and reads nothing. Returns the
+ * socket, to keep open until the server is done. */
+static int raw_deadline_call(int port, const char *path, const uint8_t *msg,
+                             size_t len, int end_stream) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  uint8_t *bytes;
+  size_t n = e2e_raw_call_bytes(path, "200m", msg, len, end_stream, 0, &bytes);
+  assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
+  free(bytes);
+  return fd;
+}
+
+/* A call whose server-side deadline passes is cancelled for its handler
+ * (on_done(cancelled 1)), as when the client resets it: the status went
+ * out, but it was the library's DEADLINE_EXCEEDED, not the handler's. */
+static void test_server_deadline_is_cancelled(void **state) {
+  fixture *f = *state;
+  /* Server streaming: the handler sends as flow control allows and cannot
+   * finish (64 KiB of window for 1 GB). */
+  Streamt__DownloadReq req = STREAMT__DOWNLOAD_REQ__INIT;
+  req.count = 1000000;
+  req.size = 1024;
+  uint8_t msg[32];
+  size_t ml = streamt__download_req__pack(&req, msg);
+  uint64_t t0 = e2e_now_ms();
+  int fd = raw_deadline_call(f->port, "/streamt.Streams/Download", msg, ml, 1);
+  assert_int_equal(srv_wait_done(1), 1);
+  uint64_t took = e2e_now_ms() - t0;
+  assert_int_equal(g_srv.cancelled, 1);
+  /* Ended by the 200 ms timer (a lower bound only: it cannot fire early). */
+  assert_true(took >= 150);
+  close(fd);
+
+  /* Bidi: headers only, the request stream left open; the handler waits
+   * for messages that never come. */
+  fd = raw_deadline_call(f->port, "/streamt.Streams/Bidi", NULL, 0, 0);
+  assert_int_equal(srv_wait_done(2), 2);
+  assert_int_equal(g_srv.cancelled, 2);
+  close(fd);
+
+  /* Client streaming, one message, stream left open. */
+  Streamt__Chunk c = STREAMT__CHUNK__INIT;
+  c.seq = 1;
+  ml = streamt__chunk__pack(&c, msg);
+  fd = raw_deadline_call(f->port, "/streamt.Streams/Upload", msg, ml, 0);
+  assert_int_equal(srv_wait_done(3), 3);
+  assert_int_equal(g_srv.cancelled, 3);
+  close(fd);
 }
 
 static void test_compression_both_ways(void **state) {
@@ -847,6 +912,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_client_cancels_mid_stream, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_server_fails_mid_stream, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_server_deadline_is_cancelled, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_compression_both_ways, setup,
                                       teardown),
