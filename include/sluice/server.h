@@ -263,13 +263,15 @@ SLUICE_API int sluice_server_new(sluice_server **out,
  * before the server starts.
  * @param srv the server
  * @param desc the service table; borrowed for the server's life
- * @param dispatch desc->n_methods dispatch functions; copied
+ * @param dispatch desc->n_methods dispatch functions, copied; may be NULL
+ *   for a service without methods
  * @param handlers the handler struct given to each dispatch function
  * @param handlers_size bytes of handlers to copy
  * @param user_data passed to every handler
  * @retval 0 registered
- * @retval SLUICE_ERR_INVALID_ARG srv, desc or dispatch is NULL (also for a
- *   service without methods), or handlers is NULL with a handlers_size
+ * @retval SLUICE_ERR_INVALID_ARG srv or desc is NULL, dispatch or
+ *   desc->methods is NULL for a service with methods, or handlers is NULL
+ *   with a handlers_size
  * @retval SLUICE_ERR_DUPLICATE a method path is already registered
  * @retval SLUICE_ERR_STATE the server was started
  * @retval SLUICE_ERR_NOMEM out of memory */
