@@ -483,14 +483,17 @@ sluice_server_call_recv_buffered_max(const sluice_server_call *call);
 /** Adds metadata to send with the response headers (before finish only;
  * copied). Same key rules as sluice_metadata_add(). Add it before the
  * first response message is sent: the headers go out with it (or with
- * finish), and what is added later is not sent. Not thread-safe: one
- * thread at a time, not while another thread sends on the call.
+ * the status). Thread-safe: any thread, like send and finish, also while
+ * the library ends the call.
  * @param call the call
  * @param key the key; copied
  * @param value the value's bytes; copied
  * @param len the value's length
  * @retval 0 added
  * @retval SLUICE_ERR_INVALID_ARG call is NULL
+ * @retval SLUICE_ERR_STATE too late, nothing added: the headers were sent,
+ *   or the call is over (finished, its deadline passed, the client
+ *   cancelled, the connection died or the server shut down)
  * @return otherwise what sluice_metadata_add() returns for key and value
  *   (0, or its error: nothing added) */
 SLUICE_API int sluice_server_call_add_initial_metadata(sluice_server_call *call,
@@ -498,14 +501,18 @@ SLUICE_API int sluice_server_call_add_initial_metadata(sluice_server_call *call,
                                                        const void *value,
                                                        size_t len);
 /** Adds metadata to send with the trailers (before finish only; copied).
- * Same key rules as sluice_metadata_add(). Not thread-safe: one thread at
- * a time, and before sluice_server_call_finish() (which sends them).
+ * Same key rules as sluice_metadata_add(). Thread-safe: any thread, like
+ * send and finish, also while the library ends the call; the trailers the
+ * library sends itself (DEADLINE_EXCEEDED, ...) carry what was added.
  * @param call the call
  * @param key the key; copied
  * @param value the value's bytes; copied
  * @param len the value's length
  * @retval 0 added
  * @retval SLUICE_ERR_INVALID_ARG call is NULL
+ * @retval SLUICE_ERR_STATE too late, nothing added: the final status is
+ *   decided (finish was called, the deadline passed, the client cancelled,
+ *   the connection died or the server shut down)
  * @return otherwise what sluice_metadata_add() returns for key and value
  *   (0, or its error: nothing added) */
 SLUICE_API int sluice_server_call_add_trailing_metadata(

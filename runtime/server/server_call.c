@@ -48,6 +48,12 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
     sluice__objcache_put(&sc->sl->call_cache, call);
     return NULL;
   }
+  if (uv_mutex_init(&call->md_mu) != 0) {
+    sluice__sendq_destroy(&call->sendq);
+    sluice_metadata_del(call->md);
+    sluice__objcache_put(&sc->sl->call_cache, call);
+    return NULL;
+  }
   call->sc = sc;
   call->sl = sc->sl;
   call->srv = sc->sl->srv;
@@ -89,6 +95,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice_metadata_del(call->md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
+  uv_mutex_destroy(&call->md_mu);
   sluice__recv_reset(&call->recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
@@ -127,6 +134,14 @@ static void close_timer(sluice_server_call *call) {
 }
 
 /* ---- responses */
+
+/* Loop: no metadata of these kinds is added from now on (it is being sent,
+ * or the call is over); the lists are read without the lock after this. */
+static void close_md(sluice_server_call *call, int kinds) {
+  uv_mutex_lock(&call->md_mu);
+  call->md_closed |= kinds;
+  uv_mutex_unlock(&call->md_mu);
+}
 
 /* What the trailers borrow until they are submitted. */
 typedef struct status_bufs {
@@ -244,6 +259,7 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   sluice__nvs_add_str(&h, "grpc-accept-encoding", SLUICE__ACCEPT_ENCODING);
   if (response_compressed(call))
     sluice__nvs_add_str(&h, "grpc-encoding", "gzip");
+  close_md(call, SLUICE__MD_INITIAL);
   sluice__nvs_add_md(&h, call->initial_md);
   int rv;
   int trailers_only = call->responded &&
@@ -313,6 +329,7 @@ static void end_now(sluice_server_call *call) {
  * messages still go out before it unless drop is set. */
 static void decide(sluice_server_call *call, sluice_status_code code,
                    const char *message, int drop) {
+  close_md(call, SLUICE__MD_TRAILING);
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   sluice__admit_dequeue(call);
@@ -561,6 +578,7 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   int cancelled = !(call->handler_status && call->final_sent &&
                     h2_error == NGHTTP2_NO_ERROR);
   call->end_cancelled = cancelled;
+  close_md(call, SLUICE__MD_INITIAL | SLUICE__MD_TRAILING);
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   call->responded = 1;
   sluice__sendq_abort(&call->sendq); /* later sends: SLUICE_ERR_STATE */
@@ -799,11 +817,23 @@ size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
   return call ? __atomic_load_n(&call->recv.buffered_max, __ATOMIC_RELAXED) : 0;
 }
 
-static int add_md(sluice_metadata **md, const char *key, const void *value,
-                  size_t len) {
-  if (!*md && sluice_metadata_new(md) != 0)
-    return SLUICE_ERR_NOMEM;
-  return sluice_metadata_add(*md, key, value, len);
+/* Any thread, like send and finish: under md_mu, so the loop never reads a
+ * list being appended to, and a kind the loop has closed (sent, or the call
+ * is over: finished, failed by the library, reset, shut down) is refused
+ * rather than silently dropped. */
+static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
+                  const char *key, const void *value, size_t len) {
+  int rv;
+  uv_mutex_lock(&call->md_mu);
+  if ((call->md_closed & kind) ||
+      __atomic_load_n(&call->finished, __ATOMIC_ACQUIRE))
+    rv = SLUICE_ERR_STATE;
+  else if (!*md && sluice_metadata_new(md) != 0)
+    rv = SLUICE_ERR_NOMEM;
+  else
+    rv = sluice_metadata_add(*md, key, value, len);
+  uv_mutex_unlock(&call->md_mu);
+  return rv;
 }
 
 int sluice_server_call_add_initial_metadata(sluice_server_call *call,
@@ -811,7 +841,7 @@ int sluice_server_call_add_initial_metadata(sluice_server_call *call,
                                             size_t len) {
   if (!call)
     return SLUICE_ERR_INVALID_ARG;
-  return add_md(&call->initial_md, key, value, len);
+  return add_md(call, SLUICE__MD_INITIAL, &call->initial_md, key, value, len);
 }
 
 int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
@@ -819,7 +849,7 @@ int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
                                              size_t len) {
   if (!call)
     return SLUICE_ERR_INVALID_ARG;
-  return add_md(&call->trailing_md, key, value, len);
+  return add_md(call, SLUICE__MD_TRAILING, &call->trailing_md, key, value, len);
 }
 
 const sluice_metadata *

@@ -209,7 +209,15 @@ struct sluice_server_call {
   sluice_status_code fin_code;
   char *fin_message;
   sluice_metadata *initial_md, *trailing_md;
+  /* Metadata may be added from any thread until the loop closes a kind
+   * (SLUICE__MD_INITIAL when the headers are submitted, SLUICE__MD_TRAILING
+   * when the final status is decided, both when the stream is gone); the
+   * loop reads a list only once it is closed. md_mu guards the lists until
+   * then and md_closed. */
+  uv_mutex_t md_mu;
+  int md_closed;
 };
+enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
 
 /* server_conn.c */
 int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe);

@@ -351,6 +351,174 @@ static void test_user_loop(void **state) {
   assert_int_equal(e2e_server_release(s, SLUICE_STATUS_OK), 1);
 }
 
+/* ---- metadata added from other threads while the library ends the call
+ *
+ * Each call's handler hands it to a worker thread that adds initial and
+ * trailing metadata every millisecond until both are refused with
+ * SLUICE_ERR_STATE, then finishes. The library ends the calls meanwhile:
+ * their deadline passes (the server's timer or the client's reset), or the
+ * server shuts down. Every worker must be refused (the call is over), no
+ * add may fail otherwise, and nothing races (run under TSan and ASan). */
+
+enum { N_MD = 32 };
+
+typedef struct md_race {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int started, ended;
+  int refused; /* workers refused with SLUICE_ERR_STATE for both kinds */
+  int bad;     /* adds that returned neither 0 nor STATE; finish != 0 */
+  pthread_t threads[N_MD];
+} md_race;
+
+static md_race g_md;
+
+static void *md_worker(void *arg) {
+  sluice_server_call *call = arg;
+  int initial = 0, trailing = 0, bad = 0;
+  uint64_t t0 = e2e_now_ms();
+  char v[32];
+  for (int i = 0; !(initial && trailing) && e2e_now_ms() - t0 < E2E_HANG_MS;
+       i++) {
+    snprintf(v, sizeof v, "v%d", i);
+    if (!initial) {
+      int rc = sluice_server_call_add_initial_metadata(call, "x-initial", v,
+                                                       strlen(v));
+      initial = rc == SLUICE_ERR_STATE;
+      bad += rc != 0 && rc != SLUICE_ERR_STATE;
+    }
+    if (!trailing) {
+      int rc = sluice_server_call_add_trailing_metadata(call, "x-trailing", v,
+                                                        strlen(v));
+      trailing = rc == SLUICE_ERR_STATE;
+      bad += rc != 0 && rc != SLUICE_ERR_STATE;
+    }
+    e2e_sleep_ms(1);
+  }
+  bad +=
+      sluice_server_call_finish(call, SLUICE_STATUS_ABORTED, "late", NULL) != 0;
+  pthread_mutex_lock(&g_md.mu);
+  g_md.ended++;
+  g_md.refused += initial && trailing;
+  g_md.bad += bad;
+  pthread_cond_broadcast(&g_md.cv);
+  pthread_mutex_unlock(&g_md.mu);
+  return NULL;
+}
+
+static void md_handler(sluice_server_call *call, const E2e__EchoMsg *req,
+                       void *ud) {
+  (void)req;
+  (void)ud;
+  pthread_mutex_lock(&g_md.mu);
+  int i = g_md.started++;
+  assert_true(i < N_MD);
+  assert_int_equal(pthread_create(&g_md.threads[i], NULL, md_worker, call), 0);
+  pthread_cond_broadcast(&g_md.cv);
+  pthread_mutex_unlock(&g_md.mu);
+}
+
+static sluice_server *md_server(int *port) {
+  memset(&g_md, 0, sizeof g_md);
+  pthread_mutex_init(&g_md.mu, NULL);
+  e2e_cond_init(&g_md.cv);
+  sluice_server_opts *so = NULL;
+  assert_int_equal(sluice_server_opts_new(&so), 0);
+  assert_int_equal(sluice_server_opts_set_threads(so, 2), 0);
+  sluice_server *srv = NULL;
+  assert_int_equal(sluice_server_new(&srv, so), 0);
+  sluice_server_opts_del(so);
+  const E2e__Echo_SluiceHandlers h = {.echo = md_handler, .big = md_handler};
+  assert_int_equal(e2e__echo__sluice_register(srv, &h, NULL), 0);
+  assert_int_equal(sluice_server_listen(srv, "127.0.0.1:0", port), 0);
+  assert_int_equal(sluice_server_start(srv), 0);
+  return srv;
+}
+
+/* Waits until field reaches n (under g_md.mu); returns it. */
+static int md_wait(const int *field, int n) {
+  struct timespec ts;
+  e2e_abs_ms(&ts, 2 * E2E_HANG_MS);
+  pthread_mutex_lock(&g_md.mu);
+  while (*field < n)
+    if (pthread_cond_timedwait(&g_md.cv, &g_md.mu, &ts) != 0)
+      break;
+  int got = *field;
+  pthread_mutex_unlock(&g_md.mu);
+  return got;
+}
+
+static void md_join(void) {
+  for (int i = 0; i < g_md.started; i++)
+    pthread_join(g_md.threads[i], NULL);
+  assert_int_equal(g_md.ended, g_md.started);
+  assert_int_equal(g_md.refused, g_md.started);
+  assert_int_equal(g_md.bad, 0);
+  pthread_cond_destroy(&g_md.cv);
+  pthread_mutex_destroy(&g_md.mu);
+}
+
+/* Starts N_MD calls, with timeouts from timeout_base ms (0: none: waits
+ * for every handler to run). */
+static sluice_channel *md_calls(int port, e2e_wait *w, uint64_t timeout_base) {
+  char target[64];
+  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
+  sluice_channel *ch = NULL;
+  assert_int_equal(sluice_channel_new(&ch, target, NULL), 0);
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.text = "md";
+  for (int i = 0; i < N_MD; i++) {
+    sluice_call_opts o;
+    sluice_call_opts_init(&o);
+    o.timeout_ms = timeout_base ? timeout_base + (uint64_t)(i % 8) * 5 : 0;
+    assert_int_equal(e2e__echo__echo__async(ch, &req, &o, e2e_wait_cb, w), 0);
+  }
+  if (!timeout_base)
+    assert_int_equal(md_wait(&g_md.started, N_MD), N_MD);
+  return ch;
+}
+
+static void test_metadata_races_deadline(void **state) {
+  (void)state;
+  int port;
+  sluice_server *srv = md_server(&port);
+  e2e_wait w;
+  e2e_wait_init(&w);
+  sluice_channel *ch = md_calls(port, &w, 50);
+  assert_int_equal(e2e_wait_for(&w, N_MD, 2 * E2E_HANG_MS), N_MD);
+  assert_int_equal(w.code, SLUICE_STATUS_DEADLINE_EXCEEDED);
+  /* On a slow machine (TSan) a call may expire before its handler runs;
+   * after shutdown no more can start. */
+  assert_int_equal(sluice_server_shutdown(srv, 0), 0);
+  pthread_mutex_lock(&g_md.mu);
+  int started = g_md.started;
+  pthread_mutex_unlock(&g_md.mu);
+  print_message("%d of %d handlers ran\n", started, N_MD);
+  assert_true(started > 0);
+  assert_int_equal(md_wait(&g_md.ended, started), started);
+  md_join();
+  sluice_channel_del(ch);
+  sluice_server_del(srv);
+  e2e_wait_destroy(&w);
+}
+
+static void test_metadata_races_shutdown(void **state) {
+  (void)state;
+  int port;
+  sluice_server *srv = md_server(&port);
+  e2e_wait w;
+  e2e_wait_init(&w);
+  sluice_channel *ch = md_calls(port, &w, 0);
+  e2e_sleep_ms(5); /* the workers are adding */
+  assert_int_equal(sluice_server_shutdown(srv, 0), 0);
+  assert_int_equal(md_wait(&g_md.ended, N_MD), N_MD);
+  md_join(); /* finish ran after shutdown: before the server is freed */
+  assert_int_equal(e2e_wait_for(&w, N_MD, 2 * E2E_HANG_MS), N_MD);
+  sluice_channel_del(ch);
+  sluice_server_del(srv);
+  e2e_wait_destroy(&w);
+}
+
 int main(void) {
   e2e_init();
   const struct CMUnitTest tests[] = {
@@ -358,6 +526,8 @@ int main(void) {
       cmocka_unit_test(test_max_streams_one),
       cmocka_unit_test_setup_teardown(test_threads_blocking, setup, teardown),
       cmocka_unit_test_setup_teardown(test_user_loop, setup, teardown),
+      cmocka_unit_test(test_metadata_races_deadline),
+      cmocka_unit_test(test_metadata_races_shutdown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
