@@ -306,7 +306,6 @@ int main(int argc, char **argv) {
     usage(stderr, prog);
     return 2;
   }
-  signal(SIGPIPE, SIG_IGN);
 
   static bench b; /* large; zeroed */
   b.concurrency = (unsigned)concurrency;

@@ -11,7 +11,6 @@ void sluice_example_block_signals(sigset_t *stop_signals) {
   sigaddset(stop_signals, SIGINT);
   sigaddset(stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, stop_signals, NULL);
-  signal(SIGPIPE, SIG_IGN);
 }
 
 int sluice_example_address(char *out, size_t cap, const char *host,

@@ -12,7 +12,8 @@
 #include <sluice/sluice.h>
 
 /* Blocks SIGINT and SIGTERM, which sluice_example_serve() then takes with
- * sigwait(), and ignores SIGPIPE. Call it before any thread exists: every
+ * sigwait(). SIGPIPE is left alone: the library never raises it. Call it
+ * before any thread exists: every
  * thread inherits the mask, so none is ever interrupted and no signal
  * handler is needed. */
 void sluice_example_block_signals(sigset_t *stop_signals);

@@ -237,7 +237,6 @@ int main(int argc, char **argv) {
   sluice_status status;
   sluice_status_init(&status);
 
-  signal(SIGPIPE, SIG_IGN);
   int err = sluice_metadata_new(&md);
   if (err != 0) {
     fprintf(stderr, "%s: %s\n", prog, sluice_strerror(err));

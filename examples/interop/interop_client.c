@@ -997,7 +997,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  signal(SIGPIPE, SIG_IGN);
   char target[300];
   int bracket = strchr(host, ':') != NULL && host[0] != '[';
   if ((size_t)snprintf(target, sizeof target, "%s%s%s:%ld", bracket ? "[" : "",

@@ -298,7 +298,6 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  signal(SIGPIPE, SIG_IGN);
   sluice_channel *ch;
   int rc = sluice_channel_new(&ch, target, NULL);
   if (rc != 0) {

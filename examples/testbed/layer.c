@@ -401,7 +401,6 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-  signal(SIGPIPE, SIG_IGN);
   pthread_mutex_init(&L.mu, NULL);
   pthread_cond_init(&L.cv, NULL);
   for (int k = 0; k < N_KINDS; k++)

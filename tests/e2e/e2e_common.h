@@ -47,7 +47,9 @@ typedef struct e2e_server {
   uint64_t last_deadline;
 } e2e_server;
 
-/* Ignores SIGPIPE; call first in main(). */
+/* Ignores SIGPIPE; call first in main(). The library never raises it
+ * (test_sigpipe proves that with a program at SIG_DFL); the tests' own raw
+ * sockets, which write to peers that vanish on purpose, would. */
 void e2e_init(void);
 
 uint64_t e2e_now_ms(void);
