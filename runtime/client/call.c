@@ -131,6 +131,8 @@ void sluice__ccall_complete(sluice__ccall *c, sluice_status_code code,
 
 static void on_deadline(uv_timer_t *t) {
   sluice__ccall *c = t->data;
+  if (sluice__timer_early(t, c->deadline_ns, on_deadline))
+    return;
   char msg[96];
   snprintf(msg, sizeof msg, "deadline exceeded after %" PRIu64 " ms",
            (sluice_now_ns() - c->start_ns) / 1000000);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sluice/clock.h"
 #include "sluice/status.h"
 
 typedef struct task_list {
@@ -223,4 +224,13 @@ void sluice__loop_del(sluice__loop *l, void (*fn)(void *ud), void *ud) {
   uv_run(l->uv, UV_RUN_DEFAULT);
   uv_loop_close(l->uv);
   loop_free(l);
+}
+
+int sluice__timer_early(uv_timer_t *t, uint64_t deadline_ns, uv_timer_cb cb) {
+  uint64_t now = sluice_now_ns();
+  if (now >= deadline_ns)
+    return 0;
+  uv_update_time(t->loop);
+  uv_timer_start(t, cb, (deadline_ns - now + 999999) / 1000000, 0);
+  return 1;
 }

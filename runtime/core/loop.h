@@ -71,4 +71,12 @@ void sluice__loop_cancel(sluice__loop *l, sluice__task *t);
  * the loop. */
 void sluice__loop_del(sluice__loop *l, void (*fn)(void *ud), void *ud);
 
+/* For a timer armed to fire at deadline_ns (sluice_now_ns()'s clock), called
+ * first thing in its callback. libuv times timers from the loop's cached
+ * clock, which lags the real one by as much as the loop's current turn has
+ * taken, so a timer can fire a little before its deadline. Re-arms t with
+ * cb for the rest and returns 1 while the deadline is still ahead; 0 once it
+ * has passed. */
+int sluice__timer_early(uv_timer_t *t, uint64_t deadline_ns, uv_timer_cb cb);
+
 #endif

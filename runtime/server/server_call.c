@@ -460,6 +460,8 @@ static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
   if (call->responded || !call->sc)
     return;
+  if (sluice__timer_early(t, call->deadline_ns, on_deadline))
+    return;
   if (call->queued) {
     char msg[96];
     uint64_t now = sluice_now_ns();
