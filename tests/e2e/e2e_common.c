@@ -1,13 +1,18 @@
 /* Shared fixture of the end-to-end tests; see e2e_common.h. */
 #include "e2e_common.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 struct e2e_pending {
   sluice_server_call *call;
@@ -20,6 +25,40 @@ struct e2e_pending {
 void e2e_init(void) { signal(SIGPIPE, SIG_IGN); }
 
 uint64_t e2e_now_ms(void) { return sluice_now_ns() / 1000000u; }
+
+int e2e_connect_loopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct timeval tv = {5, 0}; /* only to catch hangs */
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int e2e_bind_loopback(int *port, int backlog) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  if (backlog > 0)
+    assert_int_equal(listen(fd, backlog), 0);
+  socklen_t len = sizeof sa;
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
 
 void e2e_sleep_ms(unsigned ms) {
   struct timespec ts = {.tv_sec = ms / 1000,

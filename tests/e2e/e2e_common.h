@@ -53,6 +53,14 @@ typedef struct e2e_server {
 void e2e_init(void);
 
 uint64_t e2e_now_ms(void);
+
+/* A blocking TCP socket connected to 127.0.0.1:port, with 5 s send and
+ * receive timeouts (only to catch hangs), or -1 when the connect fails. */
+int e2e_connect_loopback(int port);
+
+/* A TCP socket bound to 127.0.0.1 on a free port, which goes to *port;
+ * listening when backlog > 0. Asserts on failure. */
+int e2e_bind_loopback(int *port, int backlog);
 void e2e_sleep_ms(unsigned ms);
 
 /* Fills / checks the payload pattern the handler uses. */

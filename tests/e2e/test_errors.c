@@ -283,17 +283,9 @@ static void test_server_max_response_size(void **state) {
 
 /* A loopback port nobody listens on (bound, then closed). */
 static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
+  int port;
+  close(e2e_bind_loopback(&port, 0));
+  return port;
 }
 
 static void test_connection_refused(void **state) {

@@ -104,21 +104,7 @@ static void set_timeouts(int fd) {
 }
 
 /* A blocking socket connected to the child, or -1 (it is gone). */
-static int connect_raw(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  set_timeouts(fd);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+static int connect_raw(int port) { return e2e_connect_loopback(port); }
 
 static void send_all(int fd, const uint8_t *p, size_t n) {
   while (n) {
@@ -261,20 +247,7 @@ static void test_server_survives_vanishing_clients(void **state) {
 
 /* ---- the client survives a server that vanishes mid-request */
 
-static int listen_raw(int *port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(fd, 16), 0);
-  socklen_t sl = sizeof sa;
-  getsockname(fd, (struct sockaddr *)&sa, &sl);
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
+static int listen_raw(int *port) { return e2e_bind_loopback(port, 16); }
 
 /* Our SETTINGS (1 GiB stream window) and a connection WINDOW_UPDATE to
  * 1 GiB: the client may send its whole request at once. */

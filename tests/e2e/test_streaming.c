@@ -675,14 +675,8 @@ static void test_server_fails_mid_stream(void **state) {
  * socket, to keep open until the server is done. */
 static int raw_deadline_call(int port, const char *path, const uint8_t *msg,
                              size_t len, int end_stream) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int fd = e2e_connect_loopback(port);
   assert_true(fd >= 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
   uint8_t *bytes;
   size_t n = e2e_raw_call_bytes(path, "200m", msg, len, end_stream, 0, &bytes);
   assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
