@@ -402,7 +402,7 @@ typedef struct handoff {
 
 static void on_handoff(sluice__task *t) {
   handoff *h = (handoff *)t;
-  if (h->sl->srv->shut_down ||
+  if (__atomic_load_n(&h->sl->srv->shut_down, __ATOMIC_ACQUIRE) ||
       sluice__sconn_accept(h->sl, h->fd, h->is_pipe) != 0)
     close(h->fd);
   free(h);
@@ -528,7 +528,7 @@ void sluice__server_conn_gone(sluice_server *srv) {
 int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   if (!srv)
     return SLUICE_ERR_INVALID_ARG;
-  if (!srv->started || srv->shut_down) {
+  if (!srv->started || __atomic_load_n(&srv->shut_down, __ATOMIC_ACQUIRE)) {
     __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
     return 0;
   }
