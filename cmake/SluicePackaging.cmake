@@ -66,8 +66,14 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 file(WRITE ${PROJECT_BINARY_DIR}/deb/runtime/triggers
      "activate-noawait ldconfig\n")
+# The symbols file (packaging/deb/libsluice0.symbols: each exported
+# function with the version that added it) gives dependents exact minimum
+# versions; tests/abi checks it against the library's exports.
+configure_file(${PROJECT_SOURCE_DIR}/packaging/deb/libsluice0.symbols
+               ${PROJECT_BINARY_DIR}/deb/runtime/symbols COPYONLY)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
-    ${PROJECT_BINARY_DIR}/deb/runtime/triggers)
+    ${PROJECT_BINARY_DIR}/deb/runtime/triggers
+    ${PROJECT_BINARY_DIR}/deb/runtime/symbols)
 set(CPACK_POST_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/SluiceDebPostBuild.cmake)
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
 "gRPC-compatible RPC framework in C (shared library)

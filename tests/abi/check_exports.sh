@@ -3,13 +3,16 @@
 # public headers declare (found by the compiler itself, gcc -aux-info, so a
 # declaration split over lines or behind a macro is not missed) and nothing
 # else (no sluice__* internals, no symbols of code linked in). Also checks
-# the SONAME against SLUICE_ABI_VERSION.
+# the SONAME against SLUICE_ABI_VERSION, and the Debian symbols file
+# (packaging/deb/libsluice0.symbols) against the exports: a new function
+# goes in there with the version that adds it.
 #
-#   check_exports.sh LIBSLUICE_SO INCLUDE_DIR CC [CFLAGS...]
+#   check_exports.sh LIBSLUICE_SO INCLUDE_DIR SYMBOLS_FILE CC [CFLAGS...]
 set -euo pipefail
-[ $# -ge 3 ] || { echo "usage: $0 LIB INCLUDE_DIR CC [CFLAGS...]" >&2; exit 2; }
-lib=$1 inc=$2 cc=$3
-shift 3
+[ $# -ge 4 ] ||
+  { echo "usage: $0 LIB INCLUDE_DIR SYMBOLS_FILE CC [CFLAGS...]" >&2; exit 2; }
+lib=$1 inc=$2 symbols=$3 cc=$4
+shift 4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -40,6 +43,16 @@ if [ -n "$missing" ]; then
   fail=1
 fi
 
+listed=$(sed -n 's/^ \([a-z0-9_]*\)@Base .*/\1/p' "$symbols" | sort -u)
+if [ "$listed" != "$(cat "$tmp/exported")" ]; then
+  echo "$symbols differs from the exports (add new functions as" >&2
+  echo "' name@Base <version that adds it>'; < listed only, > exported only):" >&2
+  diff <(echo "$listed") "$tmp/exported" | grep '^[<>]' | sed 's/^/  /' >&2
+  fail=1
+fi
+head -1 "$symbols" | grep -q "^libsluice\.so\.[0-9]* " ||
+  { echo "$symbols: first line must name the library" >&2; fail=1; }
+
 abi=$(sed -n 's/^#define SLUICE_ABI_VERSION \([0-9]*\)$/\1/p' \
   "$inc/sluice/version.h")
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
@@ -48,5 +61,5 @@ if [ "$soname" != "libsluice.so.$abi" ]; then
   fail=1
 fi
 [ $fail -eq 0 ] &&
-  echo "exports: $n_exp symbols = the $n_decl public functions; SONAME $soname"
+  echo "exports: $n_exp symbols = the $n_decl public functions = $(basename "$symbols"); SONAME $soname"
 exit $fail
