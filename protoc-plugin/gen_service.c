@@ -231,7 +231,8 @@ static void header_server_helper(printer *p, const service_model *sm,
         "/* Finishes a %s call with status OK and resp (serialized\n"
         " * before this returns; the caller keeps resp). Any thread, once per\n"
         " * call. Returns 0, SLUICE_ERR_INVALID_ARG (call or resp NULL) or\n"
-        " * SLUICE_ERR_STATE (already finished), as sluice_server_call_reply().\n"
+        " * SLUICE_ERR_STATE (already finished), as "
+        "sluice_server_call_reply().\n"
         " */\n"
         "int %s__%s__reply(sluice_server_call *call, const %s *resp);\n\n",
         mm->path, sm->lower, mm->lower, mm->out_type);

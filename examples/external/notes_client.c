@@ -57,8 +57,7 @@ static int add_notes(sluice_channel *ch, int n, char **texts) {
      * applies. */
     if (notes__notebook__add__blocking(ch, &note, &reply, NULL, &st) !=
         SLUICE_STATUS_OK) {
-      fprintf(stderr, "add: %s: %s\n", sluice_status_name(st.code),
-              st.message);
+      fprintf(stderr, "add: %s: %s\n", sluice_status_name(st.code), st.message);
       sluice_status_clear(&st);
       return 1;
     }
