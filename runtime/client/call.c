@@ -262,9 +262,7 @@ static void start_on_loop(sluice__task *t) {
     c->timer.data = c;
     c->timer_open = 1;
     c->refs++;
-    /* Round up so the timer never fires before the deadline. */
-    uv_timer_start(&c->timer, on_deadline,
-                   (c->deadline_ns - now + 999999) / 1000000, 0);
+    sluice__timer_start_deadline(&c->timer, c->deadline_ns, now, on_deadline);
   }
   sluice__channel_dispatch(ch);
 }

@@ -226,11 +226,16 @@ void sluice__loop_del(sluice__loop *l, void (*fn)(void *ud), void *ud) {
   loop_free(l);
 }
 
+void sluice__timer_start_deadline(uv_timer_t *t, uint64_t deadline_ns,
+                                  uint64_t now, uv_timer_cb cb) {
+  uv_timer_start(t, cb, (deadline_ns - now + 999999) / 1000000, 0);
+}
+
 int sluice__timer_early(uv_timer_t *t, uint64_t deadline_ns, uv_timer_cb cb) {
   uint64_t now = sluice_now_ns();
   if (now >= deadline_ns)
     return 0;
   uv_update_time(t->loop);
-  uv_timer_start(t, cb, (deadline_ns - now + 999999) / 1000000, 0);
+  sluice__timer_start_deadline(t, deadline_ns, now, cb);
   return 1;
 }

@@ -71,6 +71,12 @@ void sluice__loop_cancel(sluice__loop *l, sluice__task *t);
  * the loop. */
 void sluice__loop_del(sluice__loop *l, void (*fn)(void *ud), void *ud);
 
+/* Arms t to call cb at deadline_ns (sluice_now_ns()'s clock; now is that
+ * clock's reading, deadline_ns > now), rounded up to libuv's milliseconds.
+ * The callback starts with sluice__timer_early(). */
+void sluice__timer_start_deadline(uv_timer_t *t, uint64_t deadline_ns,
+                                  uint64_t now, uv_timer_cb cb);
+
 /* For a timer armed to fire at deadline_ns (sluice_now_ns()'s clock), called
  * first thing in its callback. libuv times timers from the loop's cached
  * clock, which lags the real one by as much as the loop's current turn has

@@ -138,6 +138,10 @@ static void close_timer(sluice_server_call *call) {
 /* Loop: no metadata of these kinds is added from now on (it is being sent,
  * or the call is over); the lists are read without the lock after this. */
 static void close_md(sluice_server_call *call, int kinds) {
+  /* Only the loop writes md_closed, so it reads it without the lock: the
+   * stream's end closes both kinds, usually closed already. */
+  if ((call->md_closed & kinds) == kinds)
+    return;
   uv_mutex_lock(&call->md_mu);
   call->md_closed |= kinds;
   uv_mutex_unlock(&call->md_mu);
@@ -491,8 +495,8 @@ static void dispatch(sluice_server_call *call) {
     call->timer.data = call;
     call->timer_open = 1;
     call->refs++;
-    uv_timer_start(&call->timer, on_deadline,
-                   (call->deadline_ns - now + 999999) / 1000000, 0);
+    sluice__timer_start_deadline(&call->timer, call->deadline_ns, now,
+                                 on_deadline);
   }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
   sluice__admit(call);
