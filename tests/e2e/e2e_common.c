@@ -412,14 +412,18 @@ void e2e_server_free(e2e_server *s) {
   free(s);
 }
 
-sluice_channel *e2e_channel(const e2e_server *s,
-                            const sluice_channel_opts *opts) {
+sluice_channel *e2e_channel_port(int port, const sluice_channel_opts *opts) {
   char target[64];
-  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", s->port);
+  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
   sluice_channel *ch = NULL;
   assert_int_equal(sluice_channel_new(&ch, target, opts), 0);
   assert_non_null(ch);
   return ch;
+}
+
+sluice_channel *e2e_channel(const e2e_server *s,
+                            const sluice_channel_opts *opts) {
+  return e2e_channel_port(s->port, opts);
 }
 
 /* ---- client side */

@@ -82,6 +82,8 @@ int e2e_server_wait_late(e2e_server *s, int n, unsigned timeout_ms);
 int e2e_server_release(e2e_server *s, sluice_status_code code);
 
 /* A channel to "ipv4:127.0.0.1:<port>" (opts may be NULL). */
+sluice_channel *e2e_channel_port(int port, const sluice_channel_opts *opts);
+/* The same to s's port. */
 sluice_channel *e2e_channel(const e2e_server *s,
                             const sluice_channel_opts *opts);
 

@@ -461,10 +461,7 @@ static void md_join(void) {
 /* Starts N_MD calls, with timeouts from timeout_base ms (0: none: waits
  * for every handler to run). */
 static sluice_channel *md_calls(int port, e2e_wait *w, uint64_t timeout_base) {
-  char target[64];
-  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
-  sluice_channel *ch = NULL;
-  assert_int_equal(sluice_channel_new(&ch, target, NULL), 0);
+  sluice_channel *ch = e2e_channel_port(port, NULL);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.text = "md";
   for (int i = 0; i < N_MD; i++) {

@@ -586,10 +586,7 @@ static void test_deadline_propagation(void **state) {
   int port = 0;
   assert_int_equal(sluice_server_listen(mid, "127.0.0.1:0", &port), 0);
   assert_int_equal(sluice_server_start(mid), 0);
-  char target[64];
-  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
-  sluice_channel *ch = NULL;
-  assert_int_equal(sluice_channel_new(&ch, target, NULL), 0);
+  sluice_channel *ch = e2e_channel_port(port, NULL);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.text = "hop";
   E2e__EchoMsg *resp = NULL;

@@ -133,10 +133,7 @@ static void lim_free(lim_server *ls) {
 }
 
 static sluice_channel *channel_to(int port) {
-  char target[64];
-  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
-  sluice_channel *ch = NULL;
-  assert_int_equal(sluice_channel_new(&ch, target, NULL), 0);
+  sluice_channel *ch = e2e_channel_port(port, NULL);
   return ch;
 }
 

@@ -189,10 +189,7 @@ static int read_port(child *c) {
 
 /* One e2e.Echo call through sluice. */
 static void assert_answers(int port) {
-  char target[64];
-  snprintf(target, sizeof target, "ipv4:127.0.0.1:%d", port);
-  sluice_channel *ch = NULL;
-  assert_int_equal(sluice_channel_new(&ch, target, NULL), 0);
+  sluice_channel *ch = e2e_channel_port(port, NULL);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT, *resp = NULL;
   req.text = "still serving";
   sluice_call_opts opts;
