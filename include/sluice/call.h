@@ -45,18 +45,11 @@
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/status.h"
+#include "sluice/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** Default bound of a call's send queue, in bytes (call option
- * sluice_call_opts::send_buffer; server option
- * sluice_server_opts_set_send_buffer()): 256 KiB. */
-#define SLUICE_DEFAULT_SEND_BUFFER (256u * 1024u)
-/** HTTP/2 receive window per stream announced by sluice (both sides), 1 MiB:
- * the most a paused receiver holds beyond one partial message. */
-#define SLUICE_STREAM_WINDOW (1u << 20)
 
 /** A client call (opaque): the handle of one RPC of any kind, from
  * sluice_call_start() or sluice_call_start_msg() until
@@ -149,10 +142,6 @@ SLUICE_API int sluice_call_start_msg(sluice_channel *ch,
                                      const sluice_call_opts *opts,
                                      const sluice_call_handlers *handlers,
                                      void *user_data, sluice_call **out);
-
-/** Flag of sluice_call_send_ex() and sluice_server_call_send_ex(): send
- * this message uncompressed, even when the call compresses. */
-#define SLUICE_SEND_NO_COMPRESS 1u
 
 /** Queues msg (serialized, and compressed if the call compresses, before
  * this returns; the caller keeps ownership of msg). Thread-safe.

@@ -23,6 +23,7 @@
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/status.h"
+#include "sluice/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -176,13 +177,6 @@ SLUICE_API int sluice_channel_new(sluice_channel **out, const char *target,
 SLUICE_API void sluice_channel_del(sluice_channel *ch);
 
 /* ---- per-call options: a plain struct, filled by sluice_call_opts_init() */
-
-/** Message compression (grpc-encoding). Both sides always accept identity
- * and gzip; these choose what a sender uses. */
-typedef enum sluice_compression {
-  SLUICE_COMPRESS_NONE = 0, /**< identity: messages go uncompressed */
-  SLUICE_COMPRESS_GZIP = 1  /**< gzip */
-} sluice_compression;
 
 /** Per-call options: a plain struct, filled by sluice_call_opts_init(),
  * then set field by field; read before the function starting the call
@@ -426,6 +420,15 @@ SLUICE_API void sluice_channel_stats_clear(sluice_channel_stats *s);
  * @retval SLUICE_ERR_INVALID_ARG ch or text is NULL
  * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
+
+/** The reason the last sluice_channel_opts_set_tls() (sluice/tls.h) on these
+ * options failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete
+ * configuration); "" if none, or after one succeeded.
+ * @param o the options
+ * @return the text, borrowed: valid until the options change or are freed;
+ *   "" for NULL */
+SLUICE_API const char *
+sluice_channel_opts_last_error(const sluice_channel_opts *o);
 
 #ifdef __cplusplus
 }

@@ -16,11 +16,11 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "sluice/call.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/status.h"
+#include "sluice/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -544,6 +544,23 @@ sluice_server_call_method(const sluice_server_call *call);
  * @return non-zero once that happened; 0 while the call is live; 1 for
  *   NULL */
 SLUICE_API int sluice_server_call_is_cancelled(const sluice_server_call *call);
+
+/** The reason the last sluice_server_opts_set_tls() (sluice/tls.h) on these
+ * options failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete
+ * configuration); "" if none, or after one succeeded.
+ * @param o the options
+ * @return the text, borrowed: valid until the options change or are freed;
+ *   "" for NULL */
+SLUICE_API const char *
+sluice_server_opts_last_error(const sluice_server_opts *o);
+
+/** The verified client certificate's subject of a mutual-TLS call
+ * ("CN=client,O=..." in RFC 2253 form). Any thread.
+ * @param call the server call
+ * @return the subject, borrowed: valid until the call is finished; NULL
+ *   for a plaintext call, a client without a certificate, or a NULL call */
+SLUICE_API const char *
+sluice_server_call_peer_identity(const sluice_server_call *call);
 
 #ifdef __cplusplus
 }

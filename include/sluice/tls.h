@@ -19,8 +19,12 @@
 
 #include <stddef.h>
 
-#include "sluice/channel.h"
-#include "sluice/server.h"
+/* Only the option handles are needed here, so that this header does not
+ * pull in the channel and server APIs (C11 allows repeating a typedef). */
+/** Channel options (sluice/channel.h). */
+typedef struct sluice_channel_opts sluice_channel_opts;
+/** Server options (sluice/server.h). */
+typedef struct sluice_server_opts sluice_server_opts;
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,15 +72,6 @@ SLUICE_API void sluice_tls_client_config_init(sluice_tls_client_config *c);
 SLUICE_API int sluice_channel_opts_set_tls(sluice_channel_opts *o,
                                            const sluice_tls_client_config *cfg);
 
-/** The reason the last sluice_channel_opts_set_tls() on these options
- * failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete
- * configuration); "" if none, or after one succeeded.
- * @param o the options
- * @return the text, borrowed: valid until the options change or are freed;
- *   "" for NULL */
-SLUICE_API const char *
-sluice_channel_opts_last_error(const sluice_channel_opts *o);
-
 /** Whether a TLS server asks clients for a certificate. */
 typedef enum sluice_client_cert_mode {
   SLUICE_CLIENT_CERT_NONE = 0,    /**< do not ask */
@@ -111,23 +106,6 @@ SLUICE_API void sluice_tls_server_config_init(sluice_tls_server_config *c);
  * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_opts_set_tls(sluice_server_opts *o,
                                           const sluice_tls_server_config *cfg);
-
-/** The reason the last sluice_server_opts_set_tls() on these options
- * failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete
- * configuration); "" if none, or after one succeeded.
- * @param o the options
- * @return the text, borrowed: valid until the options change or are freed;
- *   "" for NULL */
-SLUICE_API const char *
-sluice_server_opts_last_error(const sluice_server_opts *o);
-
-/** The verified client certificate's subject of a mutual-TLS call
- * ("CN=client,O=..." in RFC 2253 form). Any thread.
- * @param call the server call
- * @return the subject, borrowed: valid until the call is finished; NULL
- *   for a plaintext call, a client without a certificate, or a NULL call */
-SLUICE_API const char *
-sluice_server_call_peer_identity(const sluice_server_call *call);
 
 #ifdef __cplusplus
 }

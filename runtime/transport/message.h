@@ -10,7 +10,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "sluice/channel.h"
+#include "sluice/types.h"
 #include "sluice/status.h"
 
 /* Serializes msg into a malloc'd [5-byte prefix | body] (*out, owned by the

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sluice/status.h"
 #include "sluice/tls.h"
 
 typedef struct ssl_ctx_st sluice__tls_ctx; /* an OpenSSL SSL_CTX */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sluice/channel.h>
+#include <sluice/types.h>
 #include <sluice/status.h>
 
 /* The grpc-accept-encoding value sluice sends: both sides always accept
