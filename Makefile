@@ -1,6 +1,7 @@
 # Thin wrapper around CMake. The two commands of the README:
 #   make demo   build, start the greeter server, call it, stop it
 #   make test   build plain and ASan+UBSan, run every test through ctest
+#   make test-tsan  the unit and e2e tests under ThreadSanitizer
 # Both install missing Debian packages first (scripts/install-deps.sh).
 # And for users of the library:
 #   make install [PREFIX=/usr/local] [DESTDIR=stage]
@@ -51,6 +52,23 @@ test-asan: build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 test: test-plain test-asan
+
+# ThreadSanitizer over the unit and end-to-end tests (not part of make test:
+# it needs its own build and takes a few minutes more). Examples, tools and
+# benchmarks are left out of this build.
+TSAN_BUILD ?= build-tsan
+.PHONY: build-tsan test-tsan
+build-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_C_FLAGS="-fsanitize=thread -g -O1" \
+		-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+		-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
+		-DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_TOOLS=OFF >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+
+test-tsan: build-tsan
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		ctest --output-on-failure -j $(JOBS) --timeout 600 -R "^(unit|e2e)\."
 
 # The API reference (Doxygen, docs/Doxyfile) in build/docs/api/html; fails
 # on any warning, such as an undocumented function, parameter or return

@@ -1,4 +1,5 @@
 /* The life of one client call: creation on any thread, start on the loop,
+ * its attempt (picked, streamed, replayed once after REFUSED_STREAM),
  * completion exactly once (response, error, deadline, cancel, channel
  * destroyed), and freeing once its timer and stream have let go. */
 #include <inttypes.h>
@@ -8,30 +9,9 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "client/client.h"
+#include "client/call_int.h"
 #include "transport/message.h"
 #include "wire/status_map.h"
-
-/* What a trampoline receives. Internal tramps (blocking calls) may take
- * ownership of the response and metadata by setting the fields to NULL. */
-typedef struct completion {
-  sluice_status st;
-  ProtobufCMessage *resp;
-} completion;
-
-void sluice__link_init(sluice__link *h) { h->prev = h->next = h; }
-void sluice__link_push(sluice__link *h, sluice__link *n) {
-  n->prev = h->prev;
-  n->next = h;
-  h->prev->next = n;
-  h->prev = n;
-}
-void sluice__link_remove(sluice__link *n) {
-  n->prev->next = n->next;
-  n->next->prev = n->prev;
-  n->prev = n->next = n;
-}
-int sluice__link_empty(const sluice__link *h) { return h->next == h; }
 
 void sluice_call_opts_init_sized(sluice_call_opts *o, size_t struct_size) {
   if (!o || struct_size < sizeof o->struct_size)
@@ -52,7 +32,20 @@ static const sluice_call_opts *call_opts_read(const sluice_call_opts *opts,
   return local;
 }
 
-static void ccall_free(sluice__ccall *c) {
+static int single_response(const sluice_call *c) {
+  return c->method->kind == SLUICE_CALL_UNARY ||
+         c->method->kind == SLUICE_CALL_CLIENT_STREAMING;
+}
+
+/* The channel's cache of call objects (loop thread only), set up on first
+ * use: the channel does not know the call's size. */
+static sluice__objcache *call_cache(sluice_channel *ch) {
+  if (!ch->call_cache.size)
+    sluice__objcache_init(&ch->call_cache, sizeof(sluice_call), 128);
+  return &ch->call_cache;
+}
+
+static void call_free(sluice_call *c) {
   sluice_channel *ch = c->ch;
   /* Tasks queued on the loop thread would run on freed memory. */
   sluice__loop_cancel(ch->loop, &c->ready_task);
@@ -60,202 +53,356 @@ static void ccall_free(sluice__ccall *c) {
   sluice__loop_cancel(ch->loop, &c->kick_task);
   sluice__loop_cancel(ch->loop, &c->fail_task);
   sluice__sendq_destroy(&c->sendq);
-  free(c->grpc_message);
+  sluice__cstream_clear(&c->first.cs);
   sluice_metadata_del(c->send_md);
-  sluice_metadata_del(c->hdr_md);
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
-  sluice__recv_reset(&c->recv);
   if (c->resp)
     protobuf_c_message_free_unpacked(c->resp, NULL);
   /* Cached before live_calls drops: the channel may be freed right after. */
   if (sluice__loop_on_thread(ch->loop))
-    sluice__objcache_put(&ch->call_cache, c);
+    sluice__objcache_put(call_cache(ch), c);
   else
     free(c);
   __atomic_sub_fetch(&ch->live_calls, 1, __ATOMIC_RELAXED);
-  sluice__channel_maybe_free(ch);
+  sluice__channel_call_gone(ch);
 }
 
-void sluice__ccall_unref(sluice__ccall *c) {
+static void call_unref(sluice_call *c) {
   if (--c->refs == 0)
-    ccall_free(c);
+    call_free(c);
 }
 
-static void on_timer_closed(uv_handle_t *h) { sluice__ccall_unref(h->data); }
+static void on_timer_closed(uv_handle_t *h) { call_unref(h->data); }
 
-void sluice__ccall_complete(sluice__ccall *c, sluice_status_code code,
-                            const char *message) {
+/* The attempt the call is on now (NULL before the loop set one up). */
+static sluice__attempt *current(sluice_call *c) {
+  sluice__list *n = sluice__list_head(&c->attempts);
+  return n ? SLUICE__CONTAINER_OF(n, sluice__attempt, link) : NULL;
+}
+
+/* Completes the call with code/message (copied) unless already done: the
+ * balancer hears of the attempt's end, its stream is reset, then the
+ * user's completion runs. */
+static void complete(sluice_call *c, sluice_status_code code,
+                     const char *message) {
   if (c->state == SLUICE__CALL_DONE)
     return;
-  sluice__call_state prev = c->state;
   c->state = SLUICE__CALL_DONE;
-  sluice__channel_lb_done(c, code);
-  sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
-  if (prev == SLUICE__CALL_PENDING) {
-    sluice__link_remove(&c->link);
-    if (c->wait_since) {
-      c->wait_since = 0;
-      c->ch->n_waiting--;
-    }
+  sluice__attempt *a = current(c);
+  if (a) {
+    sluice__picker_done(&c->ch->picker, &a->pick, code, a->cs.rx_bytes);
+    sluice__picker_remove(&c->ch->picker, &a->pick);
+    a->cs.discard = 1;
+    if (a->state == SLUICE__ATTEMPT_ACTIVE)
+      sluice__stream_reset(&a->cs.st, NGHTTP2_CANCEL);
+    /* Held messages are dropped; their bytes go back to the connection
+     * when the stream closes. */
+    size_t unconsumed = a->cs.st.recv.unconsumed;
+    sluice__recv_reset(&a->cs.st.recv);
+    a->cs.st.recv.unconsumed = unconsumed;
   }
-  if (prev == SLUICE__CALL_ACTIVE && c->conn)
-    sluice__cconn_cancel_stream(c->conn, c, NGHTTP2_CANCEL);
+  sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
   if (c->timer_open) {
     c->timer_open = 0;
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
   }
-  /* Held messages are dropped; their bytes go back to the connection when
-   * the stream closes. */
-  size_t unconsumed = c->recv.unconsumed;
-  sluice__recv_reset(&c->recv);
-  c->recv.unconsumed = unconsumed;
-
-  if (!c->tramp) {
-    sluice_status st = {code, (char *)(message ? message : ""), c->initial_md,
-                        c->trailing_md};
-    c->h.on_done(c, &st, c->user_data);
-    sluice__ccall_unref(c);
-    return;
-  }
-  completion done = {
+  sluice__call_result r = {
       {code, (char *)(message ? message : ""), c->initial_md, c->trailing_md},
       code == SLUICE_STATUS_OK ? c->resp : NULL};
-  c->tramp(&done.st, done.resp, c->cb, c->user_data);
-  c->initial_md = done.st.initial_md;
-  c->trailing_md = done.st.trailing_md;
+  if (c->take) {
+    c->take(&r, c->user_data);
+  } else if (c->tramp) {
+    c->tramp(&r.st, r.resp, c->cb, c->user_data);
+  } else {
+    c->h.on_done(c, &r.st, c->user_data);
+  }
+  /* What the completion took is no longer ours to free. */
+  c->initial_md = r.st.initial_md;
+  c->trailing_md = r.st.trailing_md;
   if (code == SLUICE_STATUS_OK)
-    c->resp = done.resp;
-  sluice__ccall_unref(c);
+    c->resp = r.resp;
+  call_unref(c);
 }
 
 static void on_deadline(uv_timer_t *t) {
-  sluice__ccall *c = t->data;
+  sluice_call *c = t->data;
   if (sluice__timer_early(t, c->deadline_ns, on_deadline))
     return;
   char msg[96];
   snprintf(msg, sizeof msg, "deadline exceeded after %" PRIu64 " ms",
            (sluice_now_ns() - c->start_ns) / 1000000);
-  sluice__ccall_complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+  complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
 }
 
-static int single_response(const sluice__ccall *c) {
-  return c->method->kind == SLUICE_CALL_UNARY ||
-         c->method->kind == SLUICE_CALL_CLIENT_STREAMING;
+/* ---- the attempt: what its stream reports (client_h2.h) */
+
+static sluice__attempt *attempt_of(sluice__cstream *s) {
+  return SLUICE__CONTAINER_OF(s, sluice__attempt, cs);
 }
 
-/* Resets what a first attempt received, for a transparent retry. */
-static void reset_for_retry(sluice__ccall *c) {
-  c->http_status = 0;
-  c->got_headers = 0;
-  c->have_grpc_status = 0;
-  c->bad_content_type = 0;
-  c->n_msgs = 0;
-  free(c->grpc_message);
-  c->grpc_message = NULL;
-  sluice_metadata_del(c->hdr_md);
-  sluice_metadata_del(c->initial_md);
-  sluice_metadata_del(c->trailing_md);
-  c->hdr_md = c->initial_md = c->trailing_md = NULL;
-  sluice__recv_reset(&c->recv);
-  c->recv.unconsumed = 0;
-  c->enc_ok = 0;
-}
-
-void sluice__ccall_stream_closed(sluice__ccall *c, uint32_t h2_error) {
-  char msg[200];
+static void attempt_headers(sluice__cstream *s, int trailers,
+                            sluice_metadata *md) {
+  sluice__attempt *a = attempt_of(s);
+  sluice_call *c = a->call;
   if (c->state == SLUICE__CALL_DONE) {
-    sluice__ccall_unref(c);
+    sluice_metadata_del(md);
     return;
   }
-  sluice_status_code code;
-  const char *text = msg;
-  if (c->fail_code != SLUICE_STATUS_OK) {
-    code = c->fail_code;
-    text = c->fail_reason;
-  } else if (c->have_grpc_status) {
-    code = c->grpc_status;
-    text = c->grpc_message ? c->grpc_message : "";
-    if (code == SLUICE_STATUS_OK && sluice__recv_holding(&c->recv)) {
-      /* Paused: on_done waits until every message was delivered. */
-      sluice__channel_lb_done(c, code);
-      c->final_pending = 1;
-      sluice__ccall_unref(c); /* the stream's reference */
-      return;
+  if (trailers) {
+    sluice_metadata_del(c->trailing_md);
+    c->trailing_md = md;
+    if (sluice__deframer_partial(&s->st.recv.deframer) &&
+        a->fail_code == SLUICE_STATUS_OK) {
+      a->fail_code = SLUICE_STATUS_INTERNAL;
+      a->fail_reason = "stream ended in the middle of a message";
     }
-    if (code == SLUICE_STATUS_OK && single_response(c) && c->n_msgs != 1) {
-      code = SLUICE_STATUS_UNIMPLEMENTED;
-      snprintf(msg, sizeof msg,
-               "server answered a %s call with %d response messages",
+    return;
+  }
+  sluice_metadata_del(c->initial_md);
+  c->initial_md = md;
+  if (!c->tramp && !c->take && c->h.on_initial_metadata)
+    c->h.on_initial_metadata(c, c->initial_md, c->user_data);
+}
+
+static void attempt_data_failed(sluice__cstream *s, sluice_status_code code,
+                                const char *reason) {
+  sluice__attempt *a = attempt_of(s);
+  if (a->fail_code == SLUICE_STATUS_OK) { /* the receiver's own failure */
+    a->fail_code = code;
+    a->fail_reason = reason;
+  }
+  /* Fail now and reset the stream: no point receiving the rest. */
+  complete(a->call, a->fail_code, a->fail_reason);
+}
+
+/* What an ended attempt means for its call (pure: facts in, verdict out;
+ * the caller does the side effects). */
+typedef enum { FINAL_DONE, FINAL_HOLD, FINAL_REPLAY } final_verdict;
+
+static final_verdict final_status(const sluice__attempt *a, uint32_t h2_error,
+                                  int replayable, sluice_status_code *code,
+                                  const char **text, char *buf, size_t cap) {
+  const sluice_call *c = a->call;
+  const sluice__resp_facts *f = &a->cs.facts;
+  *text = buf;
+  if (a->fail_code != SLUICE_STATUS_OK) {
+    *code = a->fail_code;
+    *text = a->fail_reason;
+  } else if (f->have_grpc_status) {
+    *code = f->grpc_status;
+    *text = f->grpc_message ? f->grpc_message : "";
+    if (*code == SLUICE_STATUS_OK && sluice__recv_holding(&a->cs.st.recv))
+      return FINAL_HOLD; /* paused: on_done waits for every message */
+    if (*code == SLUICE_STATUS_OK && single_response(c) && a->n_msgs != 1) {
+      *code = SLUICE_STATUS_UNIMPLEMENTED;
+      snprintf(buf, cap, "server answered a %s call with %d response messages",
                c->method->kind == SLUICE_CALL_UNARY ? "unary"
                                                     : "client-streaming",
-               c->n_msgs);
-      text = msg;
+               a->n_msgs);
+      *text = buf;
     }
-  } else if (c->got_headers && c->http_status != 200) {
-    code = sluice__status_from_http(c->http_status);
-    snprintf(msg, sizeof msg,
+  } else if (f->got_headers && f->http_status != 200) {
+    *code = sluice__status_from_http(f->http_status);
+    snprintf(buf, cap,
              "peer answered HTTP status %d without grpc-status (not a gRPC "
              "server?)",
-             c->http_status);
-  } else if (c->bad_content_type) {
-    code = SLUICE_STATUS_UNKNOWN;
-    snprintf(msg, sizeof msg,
+             f->http_status);
+  } else if (f->bad_content_type) {
+    *code = SLUICE_STATUS_UNKNOWN;
+    snprintf(buf, cap,
              "peer answered with a content-type that is not application/grpc");
-  } else if (h2_error == NGHTTP2_REFUSED_STREAM && !c->got_headers &&
-             sluice__sendq_rewind(&c->sendq) == 0) {
-    /* Never processed by the server (GOAWAY or REFUSED_STREAM): retry
+  } else if (h2_error == NGHTTP2_REFUSED_STREAM && !f->got_headers &&
+             replayable) {
+    /* Never processed by the server (GOAWAY or REFUSED_STREAM): replay
      * transparently, as gRPC does. */
-    sluice__channel_lb_unsent(c);
-    reset_for_retry(c);
-    c->state = SLUICE__CALL_PENDING;
-    sluice__link_push(&c->ch->pending, &c->link);
-    sluice__ccall_unref(c);
-    sluice__channel_dispatch(c->ch);
-    return;
+    return FINAL_REPLAY;
   } else if (h2_error == NGHTTP2_CANCEL && c->deadline_ns &&
              sluice_now_ns() + 5000000 >= c->deadline_ns) {
-    /* The server's timer beat ours: report it as the deadline it is. */
-    code = SLUICE_STATUS_DEADLINE_EXCEEDED;
-    snprintf(msg, sizeof msg, "deadline exceeded (cancelled by the server)");
+    /* The server's timer beat ours (by up to 5 ms): report it as the
+     * deadline it is. */
+    *code = SLUICE_STATUS_DEADLINE_EXCEEDED;
+    snprintf(buf, cap, "deadline exceeded (cancelled by the server)");
   } else if (h2_error != NGHTTP2_NO_ERROR) {
-    code = sluice__status_from_h2_error(h2_error);
-    snprintf(msg, sizeof msg, "stream reset by peer (HTTP/2 error %s)",
+    *code = sluice__status_from_h2_error(h2_error);
+    snprintf(buf, cap, "stream reset by peer (HTTP/2 error %s)",
              nghttp2_http2_strerror(h2_error));
   } else {
-    code = SLUICE_STATUS_INTERNAL;
-    snprintf(msg, sizeof msg,
-             "server closed the stream without sending grpc-status");
+    *code = SLUICE_STATUS_INTERNAL;
+    snprintf(buf, cap, "server closed the stream without sending grpc-status");
   }
-  sluice__ccall_complete(c, code, text);
-  sluice__ccall_unref(c); /* the stream's reference */
+  return FINAL_DONE;
+}
+
+static int deliver(void *ud, int compressed, const uint8_t *data, size_t len);
+static const sluice__cstream_ops cstream_ops;
+static const sluice__stream_ops stream_ops;
+static const sluice__pick_ops pick_ops;
+
+/* Sets up a (the call's storage) as a fresh attempt, not yet queued. */
+static void attempt_init(sluice_call *c, sluice__attempt *a) {
+  a->call = c;
+  a->state = SLUICE__ATTEMPT_PICKING;
+  a->n_msgs = 0;
+  a->final_pending = 0;
+  a->fail_code = SLUICE_STATUS_OK;
+  a->fail_reason = NULL;
+  sluice__cstream_init(&a->cs, &c->sendq, c->max_response_size, deliver, a,
+                       &cstream_ops, &stream_ops);
+  a->pick.ops = &pick_ops;
+  a->pick.start_ns = c->start_ns;
+  a->pick.wait_since = 0;
+  a->pick.sc = NULL;
+  a->pick.strat_done = 0;
+  sluice__list_init(&a->pick.link);
+}
+
+/* The attempt was refused before the server processed it: the same
+ * storage becomes the next attempt, with the replayed request. */
+static void replay(sluice_call *c, sluice__attempt *a) {
+  sluice__picker_unsent(&c->ch->picker, &a->pick);
+  sluice__cstream_clear(&a->cs);
+  sluice_metadata_del(c->initial_md);
+  sluice_metadata_del(c->trailing_md);
+  c->initial_md = c->trailing_md = NULL;
+  uint64_t pick_ns = a->pick.pick_ns; /* strategy time counts from here */
+  attempt_init(c, a);
+  a->pick.pick_ns = pick_ns;
+  c->n_attempts++;
+  sluice__channel_enqueue(c->ch, &a->pick);
+}
+
+static void attempt_closed(sluice__cstream *s, uint32_t h2_error,
+                           sluice_status_code lost_code,
+                           const char *lost_text) {
+  sluice__attempt *a = attempt_of(s);
+  sluice_call *c = a->call;
+  a->state = SLUICE__ATTEMPT_ENDED;
+  if (lost_code != SLUICE_STATUS_OK || c->state == SLUICE__CALL_DONE) {
+    complete(c, lost_code, lost_text); /* no-op when done */
+    call_unref(c);                     /* the stream's reference */
+    return;
+  }
+  char buf[200];
+  sluice_status_code code;
+  const char *text;
+  final_verdict v = final_status(a, h2_error, 1, &code, &text, buf, sizeof buf);
+  if (v == FINAL_REPLAY && sluice__sendq_rewind(&c->sendq) != 0)
+    v = final_status(a, h2_error, 0, &code, &text, buf, sizeof buf);
+  switch (v) {
+  case FINAL_REPLAY:
+    replay(c, a);
+    break;
+  case FINAL_HOLD:
+    sluice__picker_done(&c->ch->picker, &a->pick, code, a->cs.rx_bytes);
+    a->final_pending = 1;
+    break;
+  default:
+    complete(c, code, text);
+    break;
+  }
+  call_unref(c); /* the stream's reference */
+}
+
+static const sluice__cstream_ops cstream_ops = {
+    attempt_headers, attempt_data_failed, attempt_closed};
+
+/* The data provider took n bytes of the request. */
+static void attempt_read(sluice__stream *s, size_t n, int ready,
+                         uint32_t *flags) {
+  (void)flags;
+  sluice__attempt *a = SLUICE__CONTAINER_OF(s, sluice__attempt, cs.st);
+  if (n)
+    sluice__picker_flushed(&a->pick);
+  if (ready)
+    sluice__loop_post(a->call->ch->loop, &a->call->ready_task);
+}
+
+static const sluice__stream_ops stream_ops = {attempt_read};
+
+/* The picker chose sc: open the attempt's stream there. */
+static int attempt_send(sluice__pick *p, sluice__subchannel *sc) {
+  sluice__attempt *a = SLUICE__CONTAINER_OF(p, sluice__attempt, pick);
+  sluice_call *c = a->call;
+  sluice__creq req = {c->method->path, c->deadline_ns, c->compression,
+                      c->send_md};
+  if (sluice__subchannel_submit(sc, &a->cs, &req) != 0) {
+    complete(c, SLUICE_STATUS_INTERNAL, "HTTP/2 layer refused the request");
+    return -1;
+  }
+  a->state = SLUICE__ATTEMPT_ACTIVE;
+  c->refs++; /* the stream's */
+  return 0;
+}
+
+static void attempt_dropped(sluice__pick *p, sluice_status_code code,
+                            const char *msg) {
+  complete(SLUICE__CONTAINER_OF(p, sluice__attempt, pick)->call, code, msg);
+}
+
+static const sluice__pick_ops pick_ops = {attempt_send, attempt_dropped};
+
+/* Delivers one received message (the receiver's deliver function). */
+static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
+  sluice__attempt *a = ud;
+  sluice_call *c = a->call;
+  if (c->state == SLUICE__CALL_DONE)
+    return 1;
+  /* Cancelled (the task completing it is on its way): drop the message. */
+  if (__atomic_load_n(&c->fail_posted, __ATOMIC_ACQUIRE))
+    return 0;
+  if (single_response(c) && a->n_msgs >= 1) {
+    a->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
+    a->fail_reason = "server sent more than one response message";
+    return 1;
+  }
+  ProtobufCMessage *m;
+  sluice_status_code code = sluice__msg_unpack(
+      c->method->response, compressed, a->cs.facts.enc_ok, a->cs.facts.enc,
+      data, len, c->max_response_size, &m, a->fail_buf, sizeof a->fail_buf);
+  if (code != SLUICE_STATUS_OK) {
+    a->fail_code = code;
+    a->fail_reason = a->fail_buf;
+    return 1;
+  }
+  a->n_msgs++;
+  c->last_compressed = compressed;
+  if (c->tramp || c->take) {
+    c->resp = m; /* handed over at completion */
+    return 0;
+  }
+  if (c->h.on_message)
+    c->h.on_message(c, m, c->user_data);
+  protobuf_c_message_free_unpacked(m, NULL);
+  return c->state == SLUICE__CALL_DONE ? 1 : 0;
 }
 
 static void start_on_loop(sluice__task *t) {
-  sluice__ccall *c =
-      (sluice__ccall *)((char *)t - offsetof(sluice__ccall, start_task));
+  sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, start_task);
   sluice_channel *ch = c->ch;
-  c->state = SLUICE__CALL_PENDING;
-  sluice__link_push(&ch->pending, &c->link);
+  c->state = SLUICE__CALL_STARTED;
+  sluice__attempt *a = &c->first;
+  sluice__list_push(&c->attempts, &a->link);
+  c->n_attempts = 1;
   /* What the balancer knows of the call: its path, size and deadline. */
-  c->lbc.path_id = sluice__channel_path_id(ch, c->method);
+  a->pick.lbc.path_id = sluice__picker_path_id(&ch->picker, c->method);
   size_t q = sluice__sendq_queued(&c->sendq);
-  c->lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
-  c->lbc.deadline_ns = c->deadline_ns;
+  a->pick.lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
+  a->pick.lbc.deadline_ns = c->deadline_ns;
   if (ch->closing) {
-    sluice__ccall_complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
+    complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
     return;
   }
   if (c->fail_code != SLUICE_STATUS_OK) {
-    sluice__ccall_complete(c, c->fail_code, c->fail_reason);
+    complete(c, c->fail_code, c->fail_reason);
     return;
   }
   if (c->deadline_ns) {
     uint64_t now = sluice_now_ns();
     if (now >= c->deadline_ns) {
-      sluice__ccall_complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED,
-                             "deadline already expired before the call "
-                             "started (nothing was sent)");
+      complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED,
+               "deadline already expired before the call "
+               "started (nothing was sent)");
       return;
     }
     uv_timer_init(sluice__loop_uv(ch->loop), &c->timer);
@@ -264,7 +411,7 @@ static void start_on_loop(sluice__task *t) {
     c->refs++;
     sluice__timer_start_deadline(&c->timer, c->deadline_ns, now, on_deadline);
   }
-  sluice__channel_dispatch(ch);
+  sluice__channel_enqueue(ch, &a->pick);
 }
 
 static uint32_t min_nonzero(uint32_t a, uint32_t b) {
@@ -277,85 +424,72 @@ static uint32_t min_nonzero(uint32_t a, uint32_t b) {
 
 /* ---- work handed to the loop from any thread */
 
-static sluice__ccall *of_task(sluice__task *t, size_t off) {
-  return (sluice__ccall *)((char *)t - off);
-}
-
 static void kick_on_loop(sluice__task *t) {
-  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, kick_task));
+  sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, kick_task);
   sluice__loop_posted_clear(&c->kick_posted);
-  if (c->state == SLUICE__CALL_ACTIVE && c->conn) {
-    nghttp2_session_resume_data(c->conn->conn.session, c->stream_id);
-    sluice__conn_want_write(&c->conn->conn);
-  }
+  sluice__attempt *a = current(c);
+  if (c->state == SLUICE__CALL_STARTED && a &&
+      a->state == SLUICE__ATTEMPT_ACTIVE)
+    sluice__stream_resume_send(&a->cs.st);
 }
 
-static void kick(sluice__ccall *c) {
+static void kick(sluice_call *c) {
   sluice__loop_post_once(c->ch->loop, &c->kick_task, &c->kick_posted);
 }
 
 static void ready_on_loop(sluice__task *t) {
-  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, ready_task));
+  sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, ready_task);
   if (c->state != SLUICE__CALL_DONE && c->h.on_send_ready)
     c->h.on_send_ready(c, c->user_data);
 }
 
-static void give_back(sluice__ccall *c, size_t n) {
-  if (n && c->conn && c->conn->conn.session) {
-    nghttp2_session_consume(c->conn->conn.session, c->stream_id, n);
-    sluice__conn_want_write(&c->conn->conn);
-  }
-}
-
 /* Delivers held messages if allowed; completes a call whose stream ended
  * while they were held. */
-static void drain_held(sluice__ccall *c) {
-  size_t n = 0;
-  if (sluice__recv_drain(&c->recv, &n) != 0) {
+static void drain_held(sluice_call *c, sluice__attempt *a) {
+  if (sluice__stream_drain(&a->cs.st) != 0) {
     if (c->state != SLUICE__CALL_DONE)
-      sluice__ccall_complete(
-          c, c->fail_code ? c->fail_code : SLUICE_STATUS_INTERNAL,
-          c->fail_reason ? c->fail_reason : "");
+      complete(c, a->fail_code ? a->fail_code : SLUICE_STATUS_INTERNAL,
+               a->fail_reason ? a->fail_reason : "");
     return;
   }
-  give_back(c, n);
-  if (c->final_pending && !sluice__recv_holding(&c->recv) &&
+  if (a->final_pending && !sluice__recv_holding(&a->cs.st.recv) &&
       c->state != SLUICE__CALL_DONE) {
-    c->final_pending = 0;
-    if (single_response(c) && c->n_msgs != 1)
-      sluice__ccall_complete(c, SLUICE_STATUS_UNIMPLEMENTED,
-                             "server sent no response message");
+    a->final_pending = 0;
+    if (single_response(c) && a->n_msgs != 1)
+      complete(c, SLUICE_STATUS_UNIMPLEMENTED,
+               "server sent no response message");
     else
-      sluice__ccall_complete(c, SLUICE_STATUS_OK,
-                             c->grpc_message ? c->grpc_message : "");
+      complete(c, SLUICE_STATUS_OK,
+               a->cs.facts.grpc_message ? a->cs.facts.grpc_message : "");
   }
 }
 
 static void resume_on_loop(sluice__task *t) {
-  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, resume_task));
+  sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, resume_task);
   sluice__loop_posted_clear(&c->resume_posted);
-  c->recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
-  if (c->state != SLUICE__CALL_DONE && !c->recv.paused)
-    drain_held(c);
+  sluice__attempt *a = &c->first;
+  a->cs.st.recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
+  if (c->state != SLUICE__CALL_DONE && !a->cs.st.recv.paused)
+    drain_held(c, a);
 }
 
 static void fail_on_loop(sluice__task *t) {
-  sluice__ccall *c = of_task(t, offsetof(sluice__ccall, fail_task));
+  sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, fail_task);
   if (c->state == SLUICE__CALL_NEW) {
     /* Not started yet: start_on_loop reports it. */
     c->fail_code = c->fail_req;
     c->fail_reason = c->fail_req_msg;
     return;
   }
-  sluice__ccall_complete(c, c->fail_req, c->fail_req_msg);
+  complete(c, c->fail_req, c->fail_req_msg);
 }
 
 static void release_on_loop(sluice__task *t) {
-  sluice__ccall_unref(of_task(t, offsetof(sluice__ccall, release_task)));
+  call_unref(SLUICE__CONTAINER_OF(t, sluice_call, release_task));
 }
 
 /* Fails the call from any thread (first request wins). */
-static void request_fail(sluice__ccall *c, sluice_status_code code,
+static void request_fail(sluice_call *c, sluice_status_code code,
                          const char *msg) {
   if (__atomic_exchange_n(&c->fail_posted, 1, __ATOMIC_ACQ_REL))
     return;
@@ -366,16 +500,24 @@ static void request_fail(sluice__ccall *c, sluice_status_code code,
 
 /* ---- creation */
 
+/* Frees a call that never reached the loop. */
+static void call_discard(sluice_call *c) {
+  sluice_metadata_del(c->send_md);
+  sluice__sendq_destroy(&c->sendq);
+  sluice__cstream_clear(&c->first.cs);
+  free(c);
+}
+
 /* Builds a call on the caller's thread; it reaches the loop with post_start.
  */
-static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
-                                const sluice_call_opts *opts) {
+static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
+                             const sluice_call_opts *opts) {
   sluice_call_opts local;
   opts = call_opts_read(opts, &local);
   /* Calls started on the loop thread reuse freed ones (objcache.h). */
-  sluice__ccall *c = sluice__loop_on_thread(ch->loop)
-                         ? sluice__objcache_get(&ch->call_cache)
-                         : calloc(1, sizeof *c);
+  sluice_call *c = sluice__loop_on_thread(ch->loop)
+                       ? sluice__objcache_get(call_cache(ch))
+                       : calloc(1, sizeof *c);
   if (!c)
     return NULL;
   size_t bound = opts && opts->send_buffer ? opts->send_buffer
@@ -396,15 +538,15 @@ static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
   c->resume_task.fn = resume_on_loop;
   c->fail_task.fn = fail_on_loop;
   c->release_task.fn = release_on_loop;
-  sluice__link_init(&c->link);
+  sluice__list_init(&c->attempts);
   c->max_request_size =
       min_nonzero(min_nonzero(ch->opts.max_request_size, m->max_request_size),
                   opts ? opts->max_request_size : 0);
   c->max_response_size =
       min_nonzero(min_nonzero(ch->opts.max_response_size, m->max_response_size),
                   opts ? opts->max_response_size : 0);
-  sluice__recv_init(&c->recv, c->max_response_size, sluice__ccall_deliver, c,
-                    0);
+  attempt_init(c, &c->first);
+  sluice__list_init(&c->first.link);
   c->compression = opts ? opts->compression : SLUICE_COMPRESS_NONE;
   if (c->compression != SLUICE_COMPRESS_GZIP)
     c->compression = SLUICE_COMPRESS_NONE;
@@ -431,13 +573,11 @@ static sluice__ccall *ccall_new(sluice_channel *ch, const sluice_method_desc *m,
   }
   return c;
 nomem:
-  sluice_metadata_del(c->send_md);
-  sluice__sendq_destroy(&c->sendq);
-  free(c);
+  call_discard(c);
   return NULL;
 }
 
-static void post_start(sluice__ccall *c) {
+static void post_start(sluice_call *c) {
   /* Counted from any thread; the channel waits for it to reach 0. */
   __atomic_add_fetch(&c->ch->live_calls, 1, __ATOMIC_RELAXED);
   sluice__loop_post(c->ch->loop, &c->start_task);
@@ -445,7 +585,7 @@ static void post_start(sluice__ccall *c) {
 
 /* Serializes msg and queues it. On TOO_LARGE the call is failed with
  * RESOURCE_EXHAUSTED (before it starts: *pre_fail set, no task). */
-static int queue_message(sluice__ccall *c, const ProtobufCMessage *msg,
+static int queue_message(sluice_call *c, const ProtobufCMessage *msg,
                          unsigned flags, int started) {
   uint8_t *buf;
   size_t len, size;
@@ -479,33 +619,43 @@ static int queue_message(sluice__ccall *c, const ProtobufCMessage *msg,
   return 0;
 }
 
-/* Builds the call on the caller's thread (packing the request there keeps
- * that work off the loop) and hands it to the loop. */
-int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
-                            const ProtobufCMessage *req,
-                            const sluice_call_opts *opts,
-                            sluice_unary_tramp tramp, sluice_generic_fn cb,
-                            void *user_data) {
-  if (!ch || !m || !req || !tramp || !cb || !m->path || !m->request ||
-      !m->response || req->descriptor != m->request)
+/* Builds a unary call on the caller's thread (packing the request there
+ * keeps that work off the loop) and hands it to the loop. Its completion is
+ * the trampoline (tramp + cb) or, for the blocking call, take. */
+static int start_unary(sluice_channel *ch, const sluice_method_desc *m,
+                       const ProtobufCMessage *req,
+                       const sluice_call_opts *opts, sluice_unary_tramp tramp,
+                       sluice_generic_fn cb, sluice__take_fn take,
+                       void *user_data) {
+  if (!ch || !m || !req || !(tramp ? cb != NULL : take != NULL) || !m->path ||
+      !m->request || !m->response || req->descriptor != m->request)
     return SLUICE_ERR_INVALID_ARG;
-  sluice__ccall *c = ccall_new(ch, m, opts);
+  sluice_call *c = call_new(ch, m, opts);
   if (!c)
     return SLUICE_ERR_NOMEM;
   c->tramp = tramp;
   c->cb = cb;
+  c->take = take;
   c->user_data = user_data;
   int rv = queue_message(c, req, 0, 0);
   if (rv == SLUICE_ERR_NOMEM) {
-    sluice_metadata_del(c->send_md);
-    sluice__sendq_destroy(&c->sendq);
-    free(c);
+    call_discard(c);
     return rv;
   }
   int deferred;
   sluice__sendq_close(&c->sendq, &deferred);
   post_start(c);
   return 0;
+}
+
+int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            sluice_unary_tramp tramp, sluice_generic_fn cb,
+                            void *user_data) {
+  if (!tramp)
+    return SLUICE_ERR_INVALID_ARG;
+  return start_unary(ch, m, req, opts, tramp, cb, NULL, user_data);
 }
 
 int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
@@ -515,7 +665,7 @@ int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
   if (!ch || !m || !h || !h->on_done || !out || !m->path || !m->request ||
       !m->response)
     return SLUICE_ERR_INVALID_ARG;
-  sluice__ccall *c = ccall_new(ch, m, opts);
+  sluice_call *c = call_new(ch, m, opts);
   if (!c)
     return SLUICE_ERR_NOMEM;
   c->h = *h;
@@ -534,16 +684,14 @@ int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
   if (!ch || !m || !h || !h->on_done || !out || !req || !m->path ||
       !m->request || !m->response || req->descriptor != m->request)
     return SLUICE_ERR_INVALID_ARG;
-  sluice__ccall *c = ccall_new(ch, m, opts);
+  sluice_call *c = call_new(ch, m, opts);
   if (!c)
     return SLUICE_ERR_NOMEM;
   c->h = *h;
   c->user_data = user_data;
   c->refs = 2; /* logical + the user's handle */
   if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
-    sluice_metadata_del(c->send_md);
-    sluice__sendq_destroy(&c->sendq);
-    free(c);
+    call_discard(c);
     return SLUICE_ERR_NOMEM;
   }
   int deferred;
@@ -593,7 +741,8 @@ int sluice_call_set_recv_paused(sluice_call *c, int paused) {
     return SLUICE_ERR_INVALID_ARG;
   __atomic_store_n(&c->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
   if (paused && sluice__loop_on_thread(c->ch->loop))
-    c->recv.paused = 1; /* at once: no further message in this callback */
+    c->first.cs.st.recv.paused =
+        1; /* at once: no further message in this callback */
   sluice__loop_post_once(c->ch->loop, &c->resume_task, &c->resume_posted);
   return 0;
 }
@@ -603,7 +752,9 @@ size_t sluice_call_send_queued(const sluice_call *c) {
 }
 
 size_t sluice_call_recv_buffered_max(const sluice_call *c) {
-  return c ? __atomic_load_n(&c->recv.buffered_max, __ATOMIC_RELAXED) : 0;
+  return c ? __atomic_load_n(&c->first.cs.st.recv.buffered_max,
+                             __ATOMIC_RELAXED)
+           : 0;
 }
 
 int sluice_call_last_message_compressed(const sluice_call *c) {
@@ -613,62 +764,6 @@ int sluice_call_last_message_compressed(const sluice_call *c) {
 void sluice_call_release(sluice_call *c) {
   if (c)
     sluice__loop_post(c->ch->loop, &c->release_task);
-}
-
-/* ---- the loop side of sending and receiving */
-
-ssize_t sluice__ccall_read(sluice__ccall *c, uint8_t *buf, size_t len,
-                           uint32_t *flags) {
-  size_t n;
-  int ready;
-  sluice__sendq_state st = sluice__sendq_read(&c->sendq, buf, len, &n, &ready);
-  if (!c->strat_done && c->lb_dest && n) {
-    /* Strategy time: from the first decision until the request leaves. */
-    c->strat_done = 1;
-    c->lb_dest->lb.stats.strat_ns_sum += sluice_now_ns() - c->pick_ns;
-    c->lb_dest->lb.stats.strat_n++;
-  }
-  if (ready)
-    sluice__loop_post(c->ch->loop, &c->ready_task);
-  if (st == SLUICE__SENDQ_DEFERRED)
-    return NGHTTP2_ERR_DEFERRED;
-  if (st == SLUICE__SENDQ_EOF)
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
-  return (ssize_t)n;
-}
-
-int sluice__ccall_deliver(void *ud, int compressed, const uint8_t *data,
-                          size_t len) {
-  sluice__ccall *c = ud;
-  if (c->state == SLUICE__CALL_DONE)
-    return 1;
-  /* Cancelled (the task completing it is on its way): drop the message. */
-  if (__atomic_load_n(&c->fail_posted, __ATOMIC_ACQUIRE))
-    return 0;
-  if (single_response(c) && c->n_msgs >= 1) {
-    c->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
-    c->fail_reason = "server sent more than one response message";
-    return 1;
-  }
-  ProtobufCMessage *m;
-  sluice_status_code code = sluice__msg_unpack(
-      c->method->response, compressed, c->enc_ok, c->enc, data, len,
-      c->max_response_size, &m, c->fail_buf, sizeof c->fail_buf);
-  if (code != SLUICE_STATUS_OK) {
-    c->fail_code = code;
-    c->fail_reason = c->fail_buf;
-    return 1;
-  }
-  c->n_msgs++;
-  c->last_compressed = compressed;
-  if (c->tramp) {
-    c->resp = m; /* handed over at completion */
-    return 0;
-  }
-  if (c->h.on_message)
-    c->h.on_message(c, m, c->user_data);
-  protobuf_c_message_free_unpacked(m, NULL);
-  return c->state == SLUICE__CALL_DONE ? 1 : 0;
 }
 
 static void generic_tramp(const sluice_status *st, const ProtobufCMessage *resp,
@@ -695,20 +790,16 @@ typedef struct blocking {
   ProtobufCMessage *resp;
 } blocking;
 
-static void blocking_tramp(const sluice_status *st,
-                           const ProtobufCMessage *resp, sluice_generic_fn cb,
-                           void *user_data) {
-  (void)cb;
-  (void)resp;
+/* The blocking call's completion: takes the response and the metadata. */
+static void blocking_take(sluice__call_result *r, void *user_data) {
   blocking *b = user_data;
-  completion *done = (completion *)(void *)st; /* see struct completion */
-  b->st.code = st->code;
-  b->st.message = strdup(st->message ? st->message : "");
-  b->st.initial_md = done->st.initial_md;
-  b->st.trailing_md = done->st.trailing_md;
-  done->st.initial_md = done->st.trailing_md = NULL;
-  b->resp = done->resp;
-  done->resp = NULL;
+  b->st.code = r->st.code;
+  b->st.message = strdup(r->st.message ? r->st.message : "");
+  b->st.initial_md = r->st.initial_md;
+  b->st.trailing_md = r->st.trailing_md;
+  r->st.initial_md = r->st.trailing_md = NULL;
+  b->resp = r->resp;
+  r->resp = NULL;
   uv_mutex_lock(&b->mu);
   b->done = 1;
   uv_cond_signal(&b->cv);
@@ -724,8 +815,6 @@ static sluice_status_code local_fail(sluice_status *out,
   }
   return code;
 }
-
-static void noop_fn(void) {}
 
 sluice_status_code sluice_unary_call_blocking(sluice_channel *ch,
                                               const sluice_method_desc *method,
@@ -750,8 +839,7 @@ sluice_status_code sluice_unary_call_blocking(sluice_channel *ch,
   memset(&b, 0, sizeof b);
   uv_mutex_init(&b.mu);
   uv_cond_init(&b.cv);
-  int rv = sluice_unary_call_tramp(ch, method, req, opts, blocking_tramp,
-                                   noop_fn, &b);
+  int rv = start_unary(ch, method, req, opts, NULL, NULL, blocking_take, &b);
   if (rv != 0) {
     uv_mutex_destroy(&b.mu);
     uv_cond_destroy(&b.cv);

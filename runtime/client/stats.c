@@ -6,45 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/client.h"
-
-static const char *dest_state_name(sluice__dest_state s) {
-  switch (s) {
-  case SLUICE__DEST_IDLE:
-    return "IDLE";
-  case SLUICE__DEST_CONNECTING:
-    return "CONNECTING";
-  case SLUICE__DEST_READY:
-    return "READY";
-  default:
-    return "TRANSIENT_FAILURE";
-  }
-}
+#include "client/channel_int.h"
 
 /* Loop thread: fills out. */
 static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   memset(out, 0, sizeof *out);
-  out->lb = ch->lb.ops->name;
-  out->dropped_unavailable = ch->dropped[SLUICE__LB_NONE];
-  out->dropped_limit = ch->dropped[SLUICE__LB_OVER_LIMIT];
-  out->dropped_path_limit = ch->dropped[SLUICE__LB_PATH_LIMIT];
-  out->dropped_deadline = ch->dropped[SLUICE__LB_DEADLINE];
-  out->dropped_wait = ch->dropped[SLUICE__DROP_WAIT];
-  out->waiting = ch->n_waiting;
-  if (ch->n_dests == 0)
+  out->lb = ch->picker.lb.ops->name;
+  out->dropped_unavailable = ch->picker.dropped[SLUICE__LB_NONE];
+  out->dropped_limit = ch->picker.dropped[SLUICE__LB_OVER_LIMIT];
+  out->dropped_path_limit = ch->picker.dropped[SLUICE__LB_PATH_LIMIT];
+  out->dropped_deadline = ch->picker.dropped[SLUICE__LB_DEADLINE];
+  out->dropped_wait = ch->picker.dropped[SLUICE__DROP_WAIT];
+  out->waiting = ch->picker.n_waiting;
+  if (ch->n_scs == 0)
     return 0;
-  out->dests = calloc(ch->n_dests, sizeof *out->dests);
+  out->dests = calloc(ch->n_scs, sizeof *out->dests);
   if (!out->dests)
     return SLUICE_ERR_NOMEM;
-  out->n_dests = ch->n_dests;
+  out->n_dests = ch->n_scs;
   uint64_t now = sluice_now_ns();
-  for (size_t i = 0; i < ch->n_dests; i++) {
-    const sluice__dest *d = ch->dests[i];
+  for (size_t i = 0; i < ch->n_scs; i++) {
+    const sluice__subchannel *d = ch->scs[i];
     const sluice__lb_dest *l = &d->lb;
     sluice_dest_stats *o = &out->dests[i];
     snprintf(o->address, sizeof o->address, "%s", d->addr.name);
-    o->conn_state = dest_state_name(d->state);
-    o->lb_state = ch->lb.ops->state_name ? ch->lb.ops->state_name(l) : "";
+    o->conn_state = sluice__subchannel_state_name(d->state);
+    o->lb_state =
+        ch->picker.lb.ops->state_name ? ch->picker.lb.ops->state_name(l) : "";
     o->in_flight = l->est.in_flight;
     o->limit = l->limit;
     o->adaptive_limit = l->est.limit;
@@ -85,7 +73,7 @@ typedef struct stats_req {
 } stats_req;
 
 static void on_stats_task(sluice__task *t) {
-  stats_req *r = (stats_req *)t;
+  stats_req *r = SLUICE__CONTAINER_OF(t, stats_req, task);
   r->rv = snapshot(r->ch, r->out);
   uv_mutex_lock(&r->mu);
   r->done = 1;

@@ -373,13 +373,10 @@ sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
                                    sluice__lb_dest *const *dests, size_t n,
                                    const sluice__lb_call *call, uint64_t now,
                                    size_t *chosen) {
-  sluice__lb_verdict v = !n ? SLUICE__LB_NONE
-                         : lb->eject_check
-                             ? pick_ejecting(lb, dests, n, call, now, chosen)
-                             : lb->ops->pick(lb, dests, n, call, now, chosen);
-  if (v != SLUICE__LB_PICKED && (unsigned)v < 5)
-    lb->dropped[v]++;
-  return v;
+  if (!n)
+    return SLUICE__LB_NONE;
+  return lb->eject_check ? pick_ejecting(lb, dests, n, call, now, chosen)
+                         : lb->ops->pick(lb, dests, n, call, now, chosen);
 }
 
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,

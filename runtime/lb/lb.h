@@ -34,8 +34,9 @@ typedef enum sluice__lb_verdict {
   SLUICE__LB_NONE = 1,       /* no usable destination (none connected) */
   SLUICE__LB_OVER_LIMIT = 2, /* every usable destination is at its limit */
   SLUICE__LB_PATH_LIMIT = 3, /* ... at its limit for this call's path */
-  SLUICE__LB_DEADLINE = 4    /* no destination can answer before the
+  SLUICE__LB_DEADLINE = 4,   /* no destination can answer before the
                                 call's deadline */
+  SLUICE__LB_N_VERDICTS      /* how many there are (arrays by verdict) */
 } sluice__lb_verdict;
 
 /* Tunables; sluice__lb_config_default() gives the defaults in comments. */
@@ -198,7 +199,6 @@ typedef struct sluice__lb_stats {
   uint64_t sent, ok, failed;
   sluice__lb_outlier outlier;     /* ejection (stats: .ejections, and
                                      ejected now: sluice__lb_ejected) */
-  uint64_t dropped[5];            /* by sluice__lb_verdict (PICKED unused) */
   sluice__histogram latency;      /* completed calls, microseconds */
   uint64_t algo_ns_sum, algo_n;   /* pick() time */
   uint64_t strat_ns_sum, strat_n; /* pick until the request is flushed */
@@ -256,8 +256,6 @@ struct sluice__lb {
   sluice__lb_config cfg;
   size_t rr_next;
   uint64_t rng;        /* xorshift state (p2c) */
-  uint64_t dropped[5]; /* channel-level drops by sluice__lb_verdict
-                          (PICKED unused), counted by sluice__lb_pick */
   int eject_check;     /* a destination may be ejected or suspect: pick
                           looks (0: it calls the strategy at once) */
 };

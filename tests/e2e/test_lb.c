@@ -502,8 +502,9 @@ static void test_broken_destination(void **state) {
   offer(ch, &g3, 0, 200, 3500, 2, 5000, &n3);
   assert_int_equal(gen_wait(&g3, n3, E2E_HANG_MS), n3);
   dest_sent(ch, after, t);
-  print_message("repaired: it got %llu of %d calls\n",
-                (unsigned long long)(after[0] - before[0]), n3);
+  print_message("repaired: it got %llu of %d calls, %d failed (last: %s)\n",
+                (unsigned long long)(after[0] - before[0]), n3,
+                n3 - g3.codes[SLUICE_STATUS_OK], g3.last_error);
   assert_true(after[0] - before[0] > 0);
   assert_int_equal(g3.codes[SLUICE_STATUS_OK], n3);
   sluice_channel_del(ch);

@@ -85,7 +85,7 @@ typedef struct lb_sim_flow {
   uint32_t size, resp_size; /* bytes (default 4096 and 4096) */
   /* results since the last lb_sim_reset_stats */
   uint64_t offered, ok, deadline, unavailable;
-  uint64_t dropped[5];      /* by sluice__lb_verdict */
+  uint64_t dropped[SLUICE__LB_N_VERDICTS]; /* by sluice__lb_verdict */
   sluice__histogram lat_us; /* OK calls, microseconds */
   /* internal */
   int armed;
@@ -103,7 +103,7 @@ typedef struct lb_sim {
   uint64_t report_ns; /* config: load report period (100 ms) */
   /* results since the last lb_sim_reset_stats, all flows */
   uint64_t offered, ok, deadline, unavailable;
-  uint64_t dropped[5];      /* by sluice__lb_verdict */
+  uint64_t dropped[SLUICE__LB_N_VERDICTS]; /* by sluice__lb_verdict */
   sluice__histogram lat_us; /* OK calls, microseconds */
   struct lb_sim_impl *impl;
 } lb_sim;

@@ -1,0 +1,77 @@
+/* Internal structure of a channel: its options, target and resolution, its
+ * subchannels and its picker. The channel is the top of the client's
+ * internal stack below the call (call -> channel -> picker -> subchannel ->
+ * connection -> stream); everything here lives on the channel's loop
+ * thread unless a comment says otherwise.
+ */
+#ifndef SLUICE_CLIENT_CHANNEL_INT_H
+#define SLUICE_CLIENT_CHANNEL_INT_H
+
+#include <stdint.h>
+
+#include "client/picker.h"
+#include "client/subchannel.h"
+#include "core/loop.h"
+#include "core/objcache.h"
+#include "sluice/channel.h"
+#include "transport/target.h"
+
+struct sluice_channel_opts {
+  uv_loop_t *loop;
+  uint32_t max_response_size;
+  uint32_t max_request_size;
+  char *authority;
+  uint32_t resolve_interval_ms;
+  uint32_t backoff_initial_ms, backoff_max_ms;
+  uint32_t connect_timeout_ms;
+  struct ssl_ctx_st *tls;   /* NULL: plaintext; a reference */
+  char *tls_name;           /* server_name_override, or NULL */
+  const sluice__lb_ops *lb; /* strategy (default btc) */
+  uint32_t wait_max_len;    /* bounded wait queue; 0 = drop at once */
+  uint32_t wait_max_ms;
+  char last_error[256];
+};
+
+/* Deep copy of src into dst (strings duplicated, the TLS context
+ * referenced). Returns 0 or SLUICE_ERR_NOMEM (dst then holds nothing). */
+int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
+                              const struct sluice_channel_opts *src);
+/* Frees what a copy holds (not the struct). Idempotent. */
+void sluice__channel_opts_clear(struct sluice_channel_opts *o);
+
+struct sluice_channel {
+  sluice__loop *loop;
+  struct sluice_channel_opts opts; /* a deep copy */
+  sluice__target target;
+  char *authority;
+  char user_agent[64];
+  sluice__subchannel_env env; /* what the subchannels share */
+  sluice__subchannel **scs;
+  size_t n_scs;
+  sluice__picker picker;
+  /* freed call objects, reused by calls started on the loop thread (a
+   * closed loop, a handler forwarding); loop thread only */
+  sluice__objcache call_cache;
+  sluice__task dispatch_task; /* the deferred dispatch (sluice__channel_kick) */
+  uv_getaddrinfo_t gai;
+  int resolving;
+  int resolved_once;
+  char resolve_error[160];
+  uv_timer_t resolve_timer;
+  int resolve_timer_open;
+  int picker_closing; /* the picker's wait timer is closing */
+  int closing;
+  uint64_t live_calls; /* started and not yet freed; atomic */
+  size_t live_scs;     /* created and not yet freed */
+  int owned_loop;
+};
+
+/* Dispatch again, once, before the loop next polls (deferred: never a
+ * synchronous re-entry, whoever asks). Loop thread. */
+void sluice__channel_kick(sluice_channel *ch);
+/* Queues the attempt's pick for dispatch (and kicks). */
+void sluice__channel_enqueue(sluice_channel *ch, sluice__pick *pk);
+/* A call object was freed: the channel may go once it is closing. */
+void sluice__channel_call_gone(sluice_channel *ch);
+
+#endif

@@ -1,0 +1,297 @@
+/* The picker: attempts -> the strategy -> a subchannel, early drop and the
+ * wait queue. */
+#include "client/picker.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void sluice__picker_init(sluice__picker *p, const sluice__lb_ops *ops,
+                         uint32_t wait_max_len, uint32_t wait_max_ms,
+                         sluice__loop *loop, void (*kick)(void *),
+                         void (*closed)(void *), void *ud) {
+  sluice__lb_init(&p->lb, ops ? ops : &sluice__lb_btc, NULL);
+  sluice__list_init(&p->pending);
+  sluice__list_init(&p->waiting);
+  p->wait_max_len = wait_max_len;
+  p->wait_max_ms = wait_max_ms;
+  p->loop = loop;
+  p->kick = kick;
+  p->closed = closed;
+  p->ud = ud;
+}
+
+static void on_wait_timer_closed(uv_handle_t *h) {
+  sluice__picker *p = h->data;
+  p->wait_timer_open = 0;
+  p->closed(p->ud);
+}
+
+int sluice__picker_close(sluice__picker *p) {
+  free(p->views);
+  p->views = NULL;
+  p->views_cap = 0;
+  if (!p->wait_timer_open)
+    return 0;
+  uv_close((uv_handle_t *)&p->wait_timer, on_wait_timer_closed);
+  return 1;
+}
+
+uint32_t sluice__picker_path_id(sluice__picker *p,
+                                const sluice_method_desc *m) {
+  for (size_t i = 0; i < p->n_paths; i++)
+    if (p->paths[i] == m)
+      return (uint32_t)i;
+  if (p->n_paths < SLUICE__LB_MAX_PATHS - 1) {
+    p->paths[p->n_paths] = m;
+    return (uint32_t)p->n_paths++;
+  }
+  return SLUICE__LB_MAX_PATHS - 1;
+}
+
+void sluice__picker_add(sluice__picker *p, sluice__pick *pk) {
+  pk->wait_since = 0;
+  sluice__list_push(&p->pending, &pk->link);
+}
+
+void sluice__picker_remove(sluice__picker *p, sluice__pick *pk) {
+  sluice__list_remove(&pk->link);
+  if (pk->wait_since) {
+    pk->wait_since = 0;
+    p->n_waiting--;
+  }
+}
+
+int sluice__picker_busy(const sluice__picker *p) {
+  return !sluice__list_empty(&p->pending) || !sluice__list_empty(&p->waiting);
+}
+
+int sluice__picker_has_pending(const sluice__picker *p) {
+  return !sluice__list_empty(&p->pending);
+}
+
+static const char *verdict_text(sluice__lb_verdict v) {
+  switch (v) {
+  case SLUICE__LB_OVER_LIMIT:
+    return "every destination is at its concurrency limit";
+  case SLUICE__LB_PATH_LIMIT:
+    return "every destination is at its limit for this method";
+  case SLUICE__LB_DEADLINE:
+    return "the remaining deadline is shorter than the expected latency at "
+           "every destination";
+  default:
+    return "no destination is connected";
+  }
+}
+
+/* Fails pk locally, at once and without I/O. */
+static void drop(sluice__picker *p, sluice__pick *pk, sluice__lb_verdict v,
+                 const char *extra) {
+  char msg[320];
+  uint64_t now = sluice_now_ns();
+  sluice__picker_remove(p, pk);
+  p->dropped[extra ? SLUICE__DROP_WAIT : v]++;
+  if (v == SLUICE__LB_DEADLINE) {
+    uint64_t left = pk->lbc.deadline_ns > now ? pk->lbc.deadline_ns - now : 0;
+    snprintf(msg, sizeof msg,
+             "dropped locally by the %s strategy: %s (%" PRIu64
+             " us left; decided in %" PRIu64 " us)",
+             p->lb.ops->name, verdict_text(v), left / 1000,
+             (now - pk->start_ns) / 1000);
+    pk->ops->fail(pk, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    return;
+  }
+  snprintf(msg, sizeof msg,
+           "dropped locally by the %s strategy: %s (decided in %" PRIu64 " us)",
+           p->lb.ops->name, extra ? extra : verdict_text(v),
+           (now - pk->start_ns) / 1000);
+  pk->ops->fail(pk, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
+}
+
+static void on_wait_timer(uv_timer_t *t) {
+  sluice__picker *p = t->data;
+  p->kick(p->ud);
+}
+
+static void wait_timer_update(sluice__picker *p) {
+  int want = p->n_waiting > 0;
+  if (want == p->wait_timer_on)
+    return;
+  if (want && !p->wait_timer_open) {
+    uv_timer_init(sluice__loop_uv(p->loop), &p->wait_timer);
+    p->wait_timer.data = p;
+    p->wait_timer_open = 1;
+  }
+  if (want) {
+    uint64_t every = p->wait_max_ms / 4 ? p->wait_max_ms / 4 : 1;
+    uv_timer_start(&p->wait_timer, on_wait_timer, every, every);
+  } else {
+    uv_timer_stop(&p->wait_timer);
+  }
+  p->wait_timer_on = want;
+}
+
+/* Once per pass (subchannel states do not change within one): the
+ * strategy's view. Returns 0, or -1 without memory. */
+static int refresh_views(sluice__picker *p, sluice__subchannel **scs,
+                         size_t n) {
+  if (p->views_cap < n) {
+    sluice__lb_dest **v = realloc(p->views, n * sizeof *v);
+    if (!v)
+      return -1;
+    p->views = v;
+    p->views_cap = n;
+  }
+  for (size_t i = 0; i < n; i++) {
+    sluice__subchannel *sc = scs[i];
+    sc->lb.usable = sc->state == SLUICE__SC_READY && sc->conn != NULL;
+    p->views[i] = &sc->lb;
+  }
+  return 0;
+}
+
+/* Asks the strategy where pk may go. Returns PICKED with *out set, or why
+ * not; *now is the decision's end. */
+static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
+                                 size_t n, sluice__pick *pk,
+                                 sluice__subchannel **out, uint64_t *now) {
+  uint64_t t0 = sluice_now_ns();
+  if (!pk->pick_ns)
+    pk->pick_ns = t0;
+  size_t idx = 0;
+  sluice__lb_verdict v =
+      sluice__lb_pick(&p->lb, p->views, n, &pk->lbc, t0, &idx);
+  uint64_t t1 = sluice_now_ns();
+  *now = t1;
+  if (v == SLUICE__LB_PICKED) {
+    *out = scs[idx];
+    (*out)->lb.stats.algo_ns_sum += t1 - t0;
+    (*out)->lb.stats.algo_n++;
+  }
+  return v;
+}
+
+/* Tries to send pk. Returns 1 when it left the queue it was in (sent or
+ * failed), 0 when it must wait for a stream or a connection. On an
+ * admission refusal it is dropped, or moved to the wait queue. */
+static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
+                    sluice__pick *pk) {
+  sluice__subchannel *sc = NULL;
+  uint64_t now = 0;
+  sluice__lb_verdict v = decide(p, scs, n, pk, &sc, &now);
+  if (v == SLUICE__LB_NONE)
+    return 0;
+  if (v == SLUICE__LB_PICKED) {
+    if (!sluice__subchannel_can_take(sc))
+      return 0; /* HTTP/2 stream limit: wait for a stream, keep order */
+    sluice__picker_remove(p, pk);
+    if (pk->ops->send(pk, sc) != 0)
+      return 1;
+    pk->sc = sc;
+    pk->sent_ns = now;
+    sluice__lb_sent(&p->lb, &sc->lb, &pk->lbc, now);
+    return 1;
+  }
+  /* Refused by every destination. Wait (bounded), or drop now. */
+  if (pk->wait_since) {
+    if (now - pk->wait_since < (uint64_t)p->wait_max_ms * 1000000u)
+      return 0;
+    char extra[160];
+    snprintf(extra, sizeof extra,
+             "%s, after waiting %" PRIu64 " ms in the wait queue",
+             verdict_text(v), (now - pk->wait_since) / 1000000);
+    drop(p, pk, v, extra);
+    return 1;
+  }
+  if (v != SLUICE__LB_DEADLINE && p->wait_max_len &&
+      p->n_waiting < p->wait_max_len) {
+    sluice__list_remove(&pk->link);
+    sluice__list_push(&p->waiting, &pk->link);
+    pk->wait_since = now;
+    p->n_waiting++;
+    return 1;
+  }
+  if (v != SLUICE__LB_DEADLINE && p->wait_max_len) {
+    char extra[160];
+    snprintf(extra, sizeof extra,
+             "%s and the wait queue is full (%" PRIu32 " calls)",
+             verdict_text(v), p->wait_max_len);
+    drop(p, pk, v, extra);
+    return 1;
+  }
+  drop(p, pk, v, NULL);
+  return 1;
+}
+
+static void run_queue(sluice__picker *p, sluice__list *q,
+                      sluice__subchannel **scs, size_t n) {
+  sluice__list *head;
+  while ((head = sluice__list_head(q)) != NULL)
+    if (!try_send(p, scs, n, SLUICE__CONTAINER_OF(head, sluice__pick, link)))
+      break;
+}
+
+int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n) {
+  int rv = 0;
+  if (refresh_views(p, scs, n) == 0) {
+    run_queue(p, &p->waiting, scs, n);
+    run_queue(p, &p->pending, scs, n);
+  } else {
+    rv = SLUICE_ERR_NOMEM;
+  }
+  wait_timer_update(p);
+  return rv;
+}
+
+static void fail_queue(sluice__picker *p, sluice__list *q,
+                       sluice_status_code code, const char *msg,
+                       int count_drop) {
+  sluice__list *head;
+  while ((head = sluice__list_head(q)) != NULL) {
+    sluice__pick *pk = SLUICE__CONTAINER_OF(head, sluice__pick, link);
+    sluice__picker_remove(p, pk);
+    if (count_drop)
+      p->dropped[SLUICE__LB_NONE]++;
+    pk->ops->fail(pk, code, msg);
+  }
+}
+
+void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
+                                 const char *msg, int count_drop) {
+  fail_queue(p, &p->pending, code, msg, count_drop);
+}
+
+void sluice__picker_fail_all(sluice__picker *p, sluice_status_code code,
+                             const char *msg) {
+  fail_queue(p, &p->pending, code, msg, 0);
+  fail_queue(p, &p->waiting, code, msg, 0);
+  wait_timer_update(p);
+}
+
+void sluice__picker_flushed(sluice__pick *pk) {
+  if (pk->strat_done || !pk->sc)
+    return;
+  /* Strategy time: from the first decision until the request leaves. */
+  pk->strat_done = 1;
+  pk->sc->lb.stats.strat_ns_sum += sluice_now_ns() - pk->pick_ns;
+  pk->sc->lb.stats.strat_n++;
+}
+
+void sluice__picker_done(sluice__picker *p, sluice__pick *pk,
+                         sluice_status_code code, uint64_t resp_bytes) {
+  sluice__subchannel *sc = pk->sc;
+  if (!sc)
+    return;
+  pk->sc = NULL;
+  uint64_t now = sluice_now_ns();
+  sluice__lb_complete(
+      &p->lb, &sc->lb, &pk->lbc, now - pk->sent_ns, code,
+      (uint32_t)(resp_bytes > UINT32_MAX ? UINT32_MAX : resp_bytes), now);
+}
+
+void sluice__picker_unsent(sluice__picker *p, sluice__pick *pk) {
+  if (pk->sc)
+    sluice__lb_unsent(&p->lb, &pk->sc->lb, &pk->lbc);
+  pk->sc = NULL;
+  pk->strat_done = 0;
+}

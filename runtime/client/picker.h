@@ -1,0 +1,114 @@
+/* The picker: the channel's glue to the balancer (runtime/lb). It holds the
+ * attempts waiting to be sent (new ones, then the bounded wait queue of
+ * those every destination refused), asks the strategy where each may go,
+ * opens its stream on the chosen subchannel through the attempt's ops,
+ * drops early (with a clear status, without I/O) what no destination will
+ * take, and keeps the per-attempt balancer accounting (sent, done,
+ * unsent) and the drop counters.
+ *
+ * Below the call and the channel, above the subchannels. Upward it reports
+ * only through the ops of each sluice__pick (send / fail). Loop thread only.
+ */
+#ifndef SLUICE_CLIENT_PICKER_H
+#define SLUICE_CLIENT_PICKER_H
+
+#include <stdint.h>
+
+#include "client/subchannel.h"
+#include "core/list.h"
+#include "lb/lb.h"
+#include "sluice/clock.h"
+#include "sluice/method.h"
+
+/* Drop reasons: a verdict of the balancer, or the wait queue's. */
+enum {
+  SLUICE__DROP_WAIT = SLUICE__LB_N_VERDICTS, /* queue full or wait too long */
+  SLUICE__N_DROPS
+};
+
+typedef struct sluice__pick sluice__pick;
+
+typedef struct sluice__pick_ops {
+  /* sc was chosen and can take a stream now: open it there. Returns 0 when
+   * sent; otherwise the owner has failed its call itself. */
+  int (*send)(sluice__pick *p, sluice__subchannel *sc);
+  /* Dropped: no destination will take it; no I/O happened. */
+  void (*fail)(sluice__pick *p, sluice_status_code code, const char *msg);
+} sluice__pick_ops;
+
+/* One attempt as the picker sees it (embedded in the attempt). */
+struct sluice__pick {
+  sluice__list link; /* in pending or waiting while queued */
+  const sluice__pick_ops *ops;
+  sluice__lb_call lbc;    /* path, size, deadline */
+  uint64_t start_ns;      /* the call's start ("decided in") */
+  uint64_t pick_ns;       /* first considered */
+  uint64_t wait_since;    /* in the wait queue since; 0: not waiting */
+  sluice__subchannel *sc; /* sent there, until the balancer heard its end */
+  uint64_t sent_ns;
+  int strat_done; /* strategy time recorded */
+};
+
+typedef struct sluice__picker {
+  sluice__lb lb;
+  sluice__list pending; /* new attempts, oldest first */
+  sluice__list waiting; /* refused by every destination: the wait queue */
+  size_t n_waiting;
+  uint32_t wait_max_len, wait_max_ms;
+  sluice__loop *loop;
+  uv_timer_t wait_timer;
+  int wait_timer_open, wait_timer_on;
+  const sluice_method_desc *paths[SLUICE__LB_MAX_PATHS];
+  size_t n_paths;
+  sluice__lb_dest **views; /* scratch for pick(), one per subchannel */
+  size_t views_cap;
+  uint64_t dropped[SLUICE__N_DROPS];
+  void (*kick)(void *ud);   /* the wait timer fired: dispatch again */
+  void (*closed)(void *ud); /* the wait timer's handle closed */
+  void *ud;
+} sluice__picker;
+
+void sluice__picker_init(sluice__picker *p, const sluice__lb_ops *ops,
+                         uint32_t wait_max_len, uint32_t wait_max_ms,
+                         sluice__loop *loop, void (*kick)(void *),
+                         void (*closed)(void *), void *ud);
+/* Closes the wait timer (closed() follows if it was open); frees the
+ * scratch. Returns non-zero when closed() is still to come. */
+int sluice__picker_close(sluice__picker *p);
+
+/* The path slot of a method (the first SLUICE__LB_MAX_PATHS - 1 methods
+ * seen get their own; the rest share the last). */
+uint32_t sluice__picker_path_id(sluice__picker *p, const sluice_method_desc *m);
+
+/* Queues pk (its lbc, start_ns and ops set) behind the others. */
+void sluice__picker_add(sluice__picker *p, sluice__pick *pk);
+/* Takes pk out of whichever queue it is in (no-op if none). */
+void sluice__picker_remove(sluice__picker *p, sluice__pick *pk);
+/* Non-zero when attempts are queued (pending or waiting). */
+int sluice__picker_busy(const sluice__picker *p);
+
+/* One pass: the oldest waiters first, then new attempts, over the
+ * subchannels scs[0..n) (every one's usable flag refreshed here). Returns 0,
+ * or SLUICE_ERR_NOMEM (nothing was tried). */
+int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n);
+/* Non-zero when new attempts still wait for a stream or a connection. */
+int sluice__picker_has_pending(const sluice__picker *p);
+/* Fails every pending attempt with code/msg (counted as no destination
+ * when count_drop). */
+void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
+                                 const char *msg, int count_drop);
+/* Fails every queued attempt (pending and waiting) with code/msg. */
+void sluice__picker_fail_all(sluice__picker *p, sluice_status_code code,
+                             const char *msg);
+
+/* The request of pk left (its first bytes were read): strategy time. */
+void sluice__picker_flushed(sluice__pick *pk);
+/* The attempt ended with code after resp_bytes of response: the balancer
+ * hears it (once; no-op if never sent). */
+void sluice__picker_done(sluice__picker *p, sluice__pick *pk,
+                         sluice_status_code code, uint64_t resp_bytes);
+/* The attempt was refused before its server processed it: the balancer
+ * forgets it was sent (a transparent replay follows). */
+void sluice__picker_unsent(sluice__picker *p, sluice__pick *pk);
+
+#endif

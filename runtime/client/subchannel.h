@@ -1,0 +1,78 @@
+/* A subchannel: one resolved address of a channel, its current HTTP/2
+ * connection (plus older ones still draining), its connectivity state
+ * (IDLE -> CONNECTING -> READY, or TRANSIENT_FAILURE with back-off) and the
+ * balancer's view of it.
+ *
+ * Below the picker and above the connection (client_h2.h): it opens
+ * streams on its connection and hears from the connection through hooks.
+ * Upward it says only "something changed, dispatch again" through the
+ * env's kick callback, which the channel defers to the next loop turn's
+ * prepare phase (never a synchronous re-entry). Loop thread only.
+ */
+#ifndef SLUICE_CLIENT_SUBCHANNEL_H
+#define SLUICE_CLIENT_SUBCHANNEL_H
+
+#include <stdint.h>
+
+#include "client/client_h2.h"
+#include "lb/lb.h"
+
+typedef enum {
+  SLUICE__SC_IDLE,
+  SLUICE__SC_CONNECTING,
+  SLUICE__SC_READY,
+  SLUICE__SC_TRANSIENT_FAILURE
+} sluice__sc_state;
+
+/* What every subchannel of a channel shares (owned by the channel, which
+ * outlives them). */
+typedef struct sluice__subchannel_env {
+  sluice__loop *loop;
+  sluice__cconn_cfg conn; /* for the connections */
+  const char *tls_name;   /* override of the certificate's name, or NULL */
+  const char *dns_host;   /* the target's host name (DNS targets), or NULL */
+  uint32_t backoff_initial_ms, backoff_max_ms;
+  sluice__lb *lb;
+  /* Something changed (a connection is ready, failed, drained; a stream
+   * ended): dispatch again. Must not dispatch synchronously. */
+  void (*kick)(void *ud);
+  /* Addresses may have changed behind a name: resolve again. */
+  void (*resolve)(void *ud);
+  /* A removed subchannel has been freed. */
+  void (*gone)(void *ud);
+  void *ud;
+} sluice__subchannel_env;
+
+typedef struct sluice__subchannel {
+  const sluice__subchannel_env *env;
+  sluice__addr addr;
+  sluice__sc_state state;
+  sluice__cconn *conn; /* the connection new streams go to, or NULL */
+  uv_timer_t backoff_timer;
+  int timer_open;
+  uint64_t backoff_ms; /* next back-off delay */
+  char last_error[256];
+  int removed;        /* dropped by re-resolution; freed when it has no conns */
+  int n_conns;        /* live connections (current + draining) */
+  sluice__lb_dest lb; /* the balancer's view and stats */
+  int ever_ready;     /* connected before (a reconnect resets lb) */
+} sluice__subchannel;
+
+int sluice__subchannel_new(sluice__subchannel **out,
+                           const sluice__subchannel_env *env,
+                           const sluice__addr *addr);
+/* Starts connecting when IDLE. */
+void sluice__subchannel_connect(sluice__subchannel *sc);
+/* Drops the subchannel: its connection drains (open streams finish there)
+ * or, with cancel_text, its streams end at once with CANCELLED and the
+ * text; freed (env->gone) when its last connection is gone. */
+void sluice__subchannel_remove(sluice__subchannel *sc, const char *cancel_text);
+/* Non-zero when it can open one more stream now. */
+int sluice__subchannel_can_take(const sluice__subchannel *sc);
+/* Opens s on the current connection (can_take said yes). */
+int sluice__subchannel_submit(sluice__subchannel *sc, sluice__cstream *s,
+                              const sluice__creq *req);
+/* The name of the state, for stats. */
+const char *sluice__subchannel_state_name(sluice__sc_state s);
+
+#endif

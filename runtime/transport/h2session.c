@@ -1,0 +1,51 @@
+/* The nghttp2 session set-up shared by client and server connections. */
+#include "transport/h2session.h"
+
+#include <uv.h>
+
+#include "sluice/status.h"
+#include "sluice/types.h"
+#include "transport/h2mem.h"
+
+static nghttp2_option *g_options;
+static uv_once_t g_once = UV_ONCE_INIT;
+
+static void init_options(void) {
+  nghttp2_option *o;
+  if (nghttp2_option_new(&o) != 0)
+    return;
+  /* Window updates follow delivery (transport/recv.h): bounded memory for
+   * a paused or slow receiver. */
+  nghttp2_option_set_no_auto_window_update(o, 1);
+  g_options = o;
+}
+
+int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
+                          const nghttp2_session_callbacks *cbs, void *ud) {
+  uv_once(&g_once, init_options);
+  if (!g_options || !cbs)
+    return SLUICE_ERR_NOMEM;
+  int rv = role == SLUICE__H2_SERVER
+               ? nghttp2_session_server_new3(out, cbs, ud, g_options,
+                                             sluice__h2mem())
+               : nghttp2_session_client_new3(out, cbs, ud, g_options,
+                                             sluice__h2mem());
+  return rv == 0 ? 0 : SLUICE_ERR_NOMEM;
+}
+
+void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
+                                uint32_t max_concurrent_streams) {
+  nghttp2_settings_entry iv[2];
+  iv[0].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+  iv[0].value = SLUICE_STREAM_WINDOW;
+  if (role == SLUICE__H2_SERVER) {
+    iv[1].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
+    iv[1].value = max_concurrent_streams;
+  } else {
+    iv[1].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
+    iv[1].value = 0;
+  }
+  nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 2);
+  nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0,
+                                        (int32_t)SLUICE__CONN_WINDOW);
+}

@@ -1,0 +1,32 @@
+/* The nghttp2 session set-up both roles share: the options (no automatic
+ * WINDOW_UPDATE: windows follow delivery, transport/recv.h), the allocator
+ * (transport/h2mem.h), the first SETTINGS and the windows. Each role keeps
+ * its own callback table. Loop thread only, except where noted.
+ */
+#ifndef SLUICE_TRANSPORT_H2SESSION_H
+#define SLUICE_TRANSPORT_H2SESSION_H
+
+#include <stdint.h>
+
+#include <nghttp2/nghttp2.h>
+
+/* Receive windows: SLUICE_STREAM_WINDOW (1 MiB) per stream and 16 MiB per
+ * connection, so a 4 MiB message does not stall on WINDOW_UPDATE round
+ * trips while what one slow call can make us buffer stays bounded. */
+#define SLUICE__CONN_WINDOW (16u << 20)
+
+typedef enum { SLUICE__H2_CLIENT = 0, SLUICE__H2_SERVER = 1 } sluice__h2_role;
+
+/* Creates a session for role with the callback table cbs (the caller's,
+ * created once) and user data ud. Any thread. Returns 0 or
+ * SLUICE_ERR_NOMEM. */
+int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
+                          const nghttp2_session_callbacks *cbs, void *ud);
+
+/* Queues the first SETTINGS (the stream window; the client also disables
+ * push, the server announces max_concurrent_streams) and widens the
+ * connection window to SLUICE__CONN_WINDOW. */
+void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
+                                uint32_t max_concurrent_streams);
+
+#endif

@@ -1,0 +1,96 @@
+/* A stream's endpoint, shared by client attempts and server calls. */
+#include "transport/stream.h"
+
+#include <stdio.h>
+
+void sluice__stream_init(sluice__stream *s, sluice__sendq *sendq,
+                         uint32_t max_msg, sluice__deliver_fn deliver,
+                         void *owner, const sluice__stream_ops *ops) {
+  s->conn = NULL;
+  s->id = 0;
+  s->sendq = sendq;
+  s->ops = ops;
+  sluice__recv_init(&s->recv, max_msg, deliver, owner, 0);
+}
+
+void sluice__stream_detach(sluice__stream *s) {
+  size_t left = sluice__recv_take_unconsumed(&s->recv);
+  if (left && s->conn && s->conn->session)
+    nghttp2_session_consume_connection(s->conn->session, left);
+  s->conn = NULL;
+}
+
+static ssize_t provider_read(nghttp2_session *session, int32_t stream_id,
+                             uint8_t *buf, size_t len, uint32_t *flags,
+                             nghttp2_data_source *src, void *ud) {
+  (void)session;
+  (void)stream_id;
+  (void)ud;
+  sluice__stream *s = src->ptr;
+  size_t n = 0;
+  int ready = 0;
+  sluice__sendq_state st = sluice__sendq_read(s->sendq, buf, len, &n, &ready);
+  if (st == SLUICE__SENDQ_EOF)
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (s->ops && s->ops->on_read)
+    s->ops->on_read(s, n, ready, flags);
+  if (st == SLUICE__SENDQ_DEFERRED)
+    return NGHTTP2_ERR_DEFERRED;
+  return (ssize_t)n;
+}
+
+nghttp2_data_provider sluice__stream_provider(sluice__stream *s) {
+  nghttp2_data_provider dp;
+  dp.source.ptr = s;
+  dp.read_callback = provider_read;
+  return dp;
+}
+
+void sluice__stream_consume(sluice__stream *s, size_t n) {
+  if (n && s->conn && s->conn->session) {
+    nghttp2_session_consume(s->conn->session, s->id, n);
+    sluice__conn_want_write(s->conn);
+  }
+}
+
+void sluice__stream_resume_send(sluice__stream *s) {
+  if (s->conn && s->conn->session) {
+    nghttp2_session_resume_data(s->conn->session, s->id);
+    sluice__conn_want_write(s->conn);
+  }
+}
+
+void sluice__stream_reset(sluice__stream *s, uint32_t h2_error) {
+  if (s->conn && s->conn->session) {
+    nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id,
+                              h2_error);
+    sluice__conn_want_write(s->conn);
+  }
+}
+
+sluice_status_code sluice__stream_data_in(sluice__stream *s,
+                                          const uint8_t *data, size_t len,
+                                          char *buf, size_t cap,
+                                          const char **reason) {
+  size_t consume = 0;
+  *reason = "";
+  sluice_status_code code =
+      sluice__recv_feed(&s->recv, data, len, &consume, reason);
+  sluice__stream_consume(s, consume);
+  if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
+      sluice__deframer_last_len(&s->recv.deframer)) {
+    snprintf(buf, cap, "received message larger than max (%u vs. %u)",
+             sluice__deframer_last_len(&s->recv.deframer),
+             s->recv.deframer.max_size);
+    *reason = buf;
+  }
+  return code;
+}
+
+int sluice__stream_drain(sluice__stream *s) {
+  size_t n = 0;
+  int rv = sluice__recv_drain(&s->recv, &n);
+  if (rv == 0)
+    sluice__stream_consume(s, n);
+  return rv;
+}
