@@ -250,6 +250,11 @@ static void attempt_init(sluice_call *c, sluice__attempt *a) {
   sluice__cstream_init(&a->cs, &c->sendq, c->max_response_size, deliver, a,
                        &cstream_ops, &stream_ops);
   a->pick.ops = &pick_ops;
+  a->pick.cs = &a->cs;
+  a->pick.req.path = c->method->path;
+  a->pick.req.deadline_ns = c->deadline_ns;
+  a->pick.req.compression = c->compression;
+  a->pick.req.md = c->send_md;
   a->pick.start_ns = c->start_ns;
   a->pick.wait_since = 0;
   a->pick.sc = NULL;
@@ -320,19 +325,11 @@ static void attempt_read(sluice__stream *s, size_t n, int ready,
 
 static const sluice__stream_ops stream_ops = {attempt_read};
 
-/* The picker chose sc: open the attempt's stream there. */
-static int attempt_send(sluice__pick *p, sluice__subchannel *sc) {
+/* The picker opened the attempt's stream. */
+static void attempt_sent(sluice__pick *p) {
   sluice__attempt *a = SLUICE__CONTAINER_OF(p, sluice__attempt, pick);
-  sluice_call *c = a->call;
-  sluice__creq req = {c->method->path, c->deadline_ns, c->compression,
-                      c->send_md};
-  if (sluice__subchannel_submit(sc, &a->cs, &req) != 0) {
-    complete(c, SLUICE_STATUS_INTERNAL, "HTTP/2 layer refused the request");
-    return -1;
-  }
   a->state = SLUICE__ATTEMPT_ACTIVE;
-  c->refs++; /* the stream's */
-  return 0;
+  a->call->refs++; /* the stream's */
 }
 
 static void attempt_dropped(sluice__pick *p, sluice_status_code code,
@@ -340,7 +337,7 @@ static void attempt_dropped(sluice__pick *p, sluice_status_code code,
   complete(SLUICE__CONTAINER_OF(p, sluice__attempt, pick)->call, code, msg);
 }
 
-static const sluice__pick_ops pick_ops = {attempt_send, attempt_dropped};
+static const sluice__pick_ops pick_ops = {attempt_sent, attempt_dropped};
 
 /* Delivers one received message (the receiver's deliver function). */
 static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
@@ -545,8 +542,6 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
   c->max_response_size =
       min_nonzero(min_nonzero(ch->opts.max_response_size, m->max_response_size),
                   opts ? opts->max_response_size : 0);
-  attempt_init(c, &c->first);
-  sluice__list_init(&c->first.link);
   c->compression = opts ? opts->compression : SLUICE_COMPRESS_NONE;
   if (c->compression != SLUICE_COMPRESS_GZIP)
     c->compression = SLUICE_COMPRESS_NONE;
@@ -571,6 +566,8 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
         goto nomem;
     }
   }
+  attempt_init(c, &c->first);
+  sluice__list_init(&c->first.link);
   return c;
 nomem:
   call_discard(c);

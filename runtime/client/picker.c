@@ -185,11 +185,15 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
     if (!sluice__subchannel_can_take(sc))
       return 0; /* HTTP/2 stream limit: wait for a stream, keep order */
     sluice__picker_remove(p, pk);
-    if (pk->ops->send(pk, sc) != 0)
+    if (sluice__subchannel_submit(sc, pk->cs, &pk->req) != 0) {
+      pk->ops->fail(pk, SLUICE_STATUS_INTERNAL,
+                    "HTTP/2 layer refused the request");
       return 1;
+    }
     pk->sc = sc;
     pk->sent_ns = now;
     sluice__lb_sent(&p->lb, &sc->lb, &pk->lbc, now);
+    pk->ops->sent(pk);
     return 1;
   }
   /* Refused by every destination. Wait (bounded), or drop now. */

@@ -3,11 +3,12 @@
  * those every destination refused), asks the strategy where each may go,
  * opens its stream on the chosen subchannel through the attempt's ops,
  * drops early (with a clear status, without I/O) what no destination will
- * take, and keeps the per-attempt balancer accounting (sent, done,
+ * take, opens the chosen stream, and keeps the per-attempt balancer
+ * accounting (sent, done,
  * unsent) and the drop counters.
  *
  * Below the call and the channel, above the subchannels. Upward it reports
- * only through the ops of each sluice__pick (send / fail). Loop thread only.
+ * only through the ops of each sluice__pick (sent / fail). Loop thread only.
  */
 #ifndef SLUICE_CLIENT_PICKER_H
 #define SLUICE_CLIENT_PICKER_H
@@ -29,17 +30,19 @@ enum {
 typedef struct sluice__pick sluice__pick;
 
 typedef struct sluice__pick_ops {
-  /* sc was chosen and can take a stream now: open it there. Returns 0 when
-   * sent; otherwise the owner has failed its call itself. */
-  int (*send)(sluice__pick *p, sluice__subchannel *sc);
-  /* Dropped: no destination will take it; no I/O happened. */
-  void (*fail)(sluice__pick *p, sluice_status_code code, const char *msg);
+  /* Its stream was opened on pk->sc. */
+  void (*sent)(sluice__pick *pk);
+  /* Dropped (no destination will take it; no I/O happened), or the
+   * connection refused the stream. */
+  void (*fail)(sluice__pick *pk, sluice_status_code code, const char *msg);
 } sluice__pick_ops;
 
 /* One attempt as the picker sees it (embedded in the attempt). */
 struct sluice__pick {
   sluice__list link; /* in pending or waiting while queued */
   const sluice__pick_ops *ops;
+  sluice__cstream *cs;    /* the stream to open */
+  sluice__creq req;       /* its request headers */
   sluice__lb_call lbc;    /* path, size, deadline */
   uint64_t start_ns;      /* the call's start ("decided in") */
   uint64_t pick_ns;       /* first considered */
