@@ -15,7 +15,7 @@
 # Defaults: build/ (relative to the current directory, else to the repo),
 # N = 20000, W = 2000, S = 1, 2 repetitions of every cell, 300 s at most for
 # any one step (server start, load, exit). Builds nothing. Progress on
-# stderr, a markdown table on stdout. About 6 minutes with the defaults.
+# stderr, markdown tables on stdout. 6 to 10 minutes with the defaults.
 #
 # How: every number is the difference of two runs of the measured program
 # divided by the difference of their call counts, so start-up, connection
@@ -44,14 +44,18 @@
 #    and one free each), aligned and C++ allocations, as valgrind counts
 #    them. Allocations served from sluice's own caches (core/objcache.c,
 #    transport/h2mem.c) are not counted: they never reach malloc.
-# Repeatability: the server's counts repeat to within ~0.1 % (h2load sends
-# the same bytes every call). The client's instructions vary by up to ~1 %
-# between runs: echo_client sets a 10 s deadline, and sluice sends the time
-# left, in microseconds, as grpc-timeout on every call (indexed by HPACK),
-# so the header values, and nghttp2's HPACK work, depend on timing; under
-# valgrind the client is slow enough for them to differ from call to call.
-# That work is in nghttp2 and libc (memcmp); the executable's share stays
-# within ~0.5 %. Every cell shows its repetitions and their spread.
+# Repeatability (docs/results/percall-baseline-82ccfa3.md): the server's
+# instructions repeat to within ~0.2 % in one invocation and ~0.7 % across
+# invocations on a loaded machine (h2load sends the same bytes every call),
+# its mallocs exactly. The client's instructions move by up to ~5 % between
+# invocations (~1-3 % between the two repetitions of one): echo_client sets
+# a 10 s deadline, and sluice sends the time left, in microseconds, as
+# grpc-timeout on every call, indexed by HPACK, so the header values, and
+# nghttp2's HPACK work, depend on timing (under valgrind the client is slow
+# enough for them to differ from call to call); probably also how replies
+# batch per loop turn. Most of that is in nghttp2 and libc (memcmp); the
+# executable's share moves less (up to ~3 %). Compare client cells only
+# with differences well above their spread, or over several invocations.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
