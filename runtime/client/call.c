@@ -553,6 +553,41 @@ int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
   return 0;
 }
 
+/* The typed handlers live in the call object, so the trampolines' user_data
+ * needs no allocation of its own and lives exactly as long as they run. */
+int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            const sluice_call_handlers *tramps,
+                            const sluice_call_typed_handlers *typed,
+                            sluice_call **out) {
+  if (!ch || !m || !tramps || !tramps->on_done || !typed || !typed->on_done ||
+      !out || !m->path || !m->request || !m->response ||
+      (req && req->descriptor != m->request))
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__ccall *c = ccall_new(ch, m, opts);
+  if (!c)
+    return SLUICE_ERR_NOMEM;
+  c->h = *tramps;
+  c->typed = *typed;
+  c->user_data = &c->typed;
+  c->refs = 2; /* logical + the user's handle */
+  /* With a request: as sluice_call_start_msg(). */
+  if (req) {
+    if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
+      sluice_metadata_del(c->send_md);
+      sluice__sendq_destroy(&c->sendq);
+      free(c);
+      return SLUICE_ERR_NOMEM;
+    }
+    int deferred;
+    sluice__sendq_close(&c->sendq, &deferred);
+  }
+  *out = c;
+  post_start(c);
+  return 0;
+}
+
 int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
                         unsigned flags) {
   if (!c || !msg || msg->descriptor != c->method->request)
