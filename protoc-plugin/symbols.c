@@ -173,17 +173,21 @@ void symbols_add_protoc_c(symtab *t,
     add_service(t, f->package, f->service[i]);
 }
 
+/* The identifiers of a table (model.h); its borrowed service names are not
+ * marked, so each is added once, with its service. */
+static void add_vars(symtab *t, const model_vars *vars, const char *origin) {
+  for (size_t i = 0; i < vars->n; i++)
+    if (vars->ident[i])
+      addf(t, origin, "%s", vars->v[i].value);
+}
+
 void symbols_add_sluice(symtab *t, const service_model *sm) {
   char *origin = str_printf("sluice's names for service %s", sm->full_name);
   if (origin == NULL) {
     t->failed = 1;
     return;
   }
-  addf(t, origin, "%s__sluice_methods", sm->lower);
-  addf(t, origin, "%s__sluice_service", sm->lower);
-  addf(t, origin, "%s__sluice_register", sm->lower);
-  addf(t, origin, "%s__sluice_dispatch", sm->lower);
-  addf(t, origin, "%s_SluiceHandlers", sm->c_name);
+  add_vars(t, &sm->vars, origin);
   for (size_t i = 0; i < sm->n_methods; i++) {
     const method_model *mm = &sm->methods[i];
     char *morigin = str_printf("sluice's names for method %s of %s", mm->name,
@@ -192,26 +196,7 @@ void symbols_add_sluice(symtab *t, const service_model *sm) {
       t->failed = 1;
       continue;
     }
-    int cs =
-        mm->kind == KIND_CLIENT_STREAMING || mm->kind == KIND_BIDI_STREAMING;
-    int ss =
-        mm->kind == KIND_SERVER_STREAMING || mm->kind == KIND_BIDI_STREAMING;
-    addf(t, morigin, "%s__%s_Handler", sm->c_name, mm->name);
-    addf(t, morigin, "%s__%s__sluice_dispatch", sm->lower, mm->lower);
-    if (mm->kind == KIND_UNARY) {
-      addf(t, morigin, "%s__%s_Cb", sm->c_name, mm->name);
-      addf(t, morigin, "%s__%s__async", sm->lower, mm->lower);
-      addf(t, morigin, "%s__%s__blocking", sm->lower, mm->lower);
-      addf(t, morigin, "%s__%s__sluice_tramp", sm->lower, mm->lower);
-    } else {
-      addf(t, morigin, "%s__%s__start", sm->lower, mm->lower);
-    }
-    if (cs)
-      addf(t, morigin, "%s__%s__send", sm->lower, mm->lower);
-    if (ss)
-      addf(t, morigin, "%s__%s__send_response", sm->lower, mm->lower);
-    else
-      addf(t, morigin, "%s__%s__reply", sm->lower, mm->lower);
+    add_vars(t, &mm->vars, morigin);
     free(morigin);
   }
   free(origin);

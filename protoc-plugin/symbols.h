@@ -36,8 +36,9 @@ const symbol *symtab_find(const symtab *t, const char *name);
 void symbols_add_protoc_c(symtab *t,
                           const Google__Protobuf__FileDescriptorProto *f);
 
-/* Adds every identifier gen_service emits for sm (static ones included:
- * they share the translation unit with protoc-c's header). */
+/* Adds every identifier gen_service emits for sm: the variables its model
+ * marks as identifiers (static ones included: they share the translation
+ * unit with protoc-c's header). */
 void symbols_add_sluice(symtab *t, const service_model *sm);
 
 #endif

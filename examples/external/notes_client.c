@@ -26,11 +26,10 @@ typedef struct listing {
   char message[256];
 } listing;
 
-static void on_note(sluice_call *call, const ProtobufCMessage *msg,
+static void on_note(sluice_call *call, const Notes__Note *note,
                     void *user_data) {
   (void)call;
   (void)user_data;
-  const Notes__Note *note = (const Notes__Note *)msg;
   printf("note %u: %s\n", note->id, note->text);
 }
 
@@ -75,7 +74,8 @@ static int list_notes(sluice_channel *ch) {
   sluice_call_opts opts;
   sluice_call_opts_init(&opts);
   opts.timeout_ms = 5000; /* bounds the wait below too */
-  const sluice_call_handlers h = {.on_message = on_note, .on_done = on_done};
+  const Notes__Notebook__List_Handlers h = {.on_message = on_note,
+                                            .on_done = on_done};
   Notes__ListRequest req = NOTES__LIST_REQUEST__INIT;
   sluice_call *call = NULL;
   int rc = notes__notebook__list__start(ch, &req, &opts, &h, &l, &call);

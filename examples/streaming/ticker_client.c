@@ -94,26 +94,25 @@ static void on_done(sluice_call *call, const sluice_status *st,
   pthread_mutex_unlock(&d->mu);
 }
 
-static void on_tick(sluice_call *call, const ProtobufCMessage *msg,
+static void on_tick(sluice_call *call, const StreamingDemo__Tick *tick,
                     void *user_data) {
   (void)call;
   (void)user_data;
-  printf("countdown: %u\n", ((const StreamingDemo__Tick *)msg)->value);
+  printf("countdown: %u\n", tick->value);
 }
 
-static void on_total(sluice_call *call, const ProtobufCMessage *msg,
+static void on_total(sluice_call *call, const StreamingDemo__Total *total,
                      void *user_data) {
   (void)call;
   (void)user_data;
-  const StreamingDemo__Total *total = (const StreamingDemo__Total *)msg;
   printf("sum: %lld from %u numbers\n", (long long)total->sum, total->count);
 }
 
-static void on_note(sluice_call *call, const ProtobufCMessage *msg,
+static void on_note(sluice_call *call, const StreamingDemo__Note *note,
                     void *user_data) {
   (void)call;
   (void)user_data;
-  printf("chat: %s\n", ((const StreamingDemo__Note *)msg)->text);
+  printf("chat: %s\n", note->text);
 }
 
 /* ---- waiting on the main thread */
@@ -168,7 +167,8 @@ static int demo_countdown(sluice_channel *ch) {
   sluice_call_opts opts;
   sluice_call_opts_init(&opts);
   opts.timeout_ms = CALL_TIMEOUT_MS;
-  const sluice_call_handlers h = {.on_message = on_tick, .on_done = on_done};
+  const StreamingDemo__Ticker__Countdown_Handlers h = {.on_message = on_tick,
+                                                       .on_done = on_done};
 
   StreamingDemo__CountdownRequest req = STREAMING_DEMO__COUNTDOWN_REQUEST__INIT;
   req.from = 5;
@@ -190,9 +190,9 @@ static int demo_sum(sluice_channel *ch) {
   sluice_call_opts_init(&opts);
   opts.timeout_ms = CALL_TIMEOUT_MS;
   opts.send_buffer = SUM_SEND_BUFFER;
-  const sluice_call_handlers h = {.on_message = on_total,
-                                  .on_send_ready = on_send_ready,
-                                  .on_done = on_done};
+  const StreamingDemo__Ticker__Sum_Handlers h = {.on_message = on_total,
+                                                 .on_send_ready = on_send_ready,
+                                                 .on_done = on_done};
 
   int rc = streaming_demo__ticker__sum__start(ch, &opts, &h, &d, &d.call);
   if (rc != 0) {
@@ -238,7 +238,8 @@ static int demo_chat(sluice_channel *ch) {
   sluice_call_opts opts;
   sluice_call_opts_init(&opts);
   opts.timeout_ms = CALL_TIMEOUT_MS;
-  const sluice_call_handlers h = {.on_message = on_note, .on_done = on_done};
+  const StreamingDemo__Ticker__Chat_Handlers h = {.on_message = on_note,
+                                                  .on_done = on_done};
 
   int rc = streaming_demo__ticker__chat__start(ch, &opts, &h, &d, &d.call);
   if (rc != 0) {

@@ -168,11 +168,11 @@ static void countdown_handler(sluice_server_call *call,
       req->interval_ms < MAX_INTERVAL_MS ? req->interval_ms : MAX_INTERVAL_MS;
   c->refs = 2;
 
-  const sluice_server_call_handlers h = {
+  const StreamingDemo__Ticker__Countdown_ServerHandlers h = {
       .on_send_ready = countdown_on_send_ready,
       .on_done = countdown_on_done,
   };
-  if (sluice_server_call_set_handlers(call, &h, c) != 0) {
+  if (streaming_demo__ticker__countdown__set_handlers(call, &h, c) != 0) {
     free(c); /* no handlers, no on_done */
     sluice_server_call_finish(call, SLUICE_STATUS_INTERNAL,
                               "cannot set the call's handlers", NULL);
@@ -222,9 +222,9 @@ typedef struct sum_state {
 } sum_state;
 
 static void sum_on_message(sluice_server_call *call,
-                           const ProtobufCMessage *msg, void *user_data) {
+                           const StreamingDemo__Number *n, void *user_data) {
   sum_state *s = user_data;
-  int64_t v = ((const StreamingDemo__Number *)msg)->value;
+  int64_t v = n->value;
   if (s->finished)
     return;
   if ((v > 0 && s->sum > INT64_MAX - v) || (v < 0 && s->sum < INT64_MIN - v)) {
@@ -260,12 +260,13 @@ static void sum_on_done(sluice_server_call *call, int cancelled,
 static void sum_handler(sluice_server_call *call, void *user_data) {
   (void)user_data;
   sum_state *s = calloc(1, sizeof *s);
-  const sluice_server_call_handlers h = {
+  const StreamingDemo__Ticker__Sum_ServerHandlers h = {
       .on_message = sum_on_message,
       .on_half_close = sum_on_half_close,
       .on_done = sum_on_done,
   };
-  if (s == NULL || sluice_server_call_set_handlers(call, &h, s) != 0) {
+  if (s == NULL ||
+      streaming_demo__ticker__sum__set_handlers(call, &h, s) != 0) {
     free(s);
     sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
                               "cannot set up the call", NULL);
@@ -306,9 +307,9 @@ static int chat_send_pending(chat_state *s, sluice_server_call *call) {
 }
 
 static void chat_on_message(sluice_server_call *call,
-                            const ProtobufCMessage *msg, void *user_data) {
+                            const StreamingDemo__Note *note, void *user_data) {
   chat_state *s = user_data;
-  const char *text = ((const StreamingDemo__Note *)msg)->text;
+  const char *text = note->text;
   if (s->finished)
     return;
   size_t len = strlen("echo: ") + strlen(text) + 1;
@@ -346,13 +347,14 @@ static void chat_on_done(sluice_server_call *call, int cancelled,
 static void chat_handler(sluice_server_call *call, void *user_data) {
   (void)user_data;
   chat_state *s = calloc(1, sizeof *s);
-  const sluice_server_call_handlers h = {
+  const StreamingDemo__Ticker__Chat_ServerHandlers h = {
       .on_message = chat_on_message,
       .on_half_close = chat_on_half_close,
       .on_send_ready = chat_on_send_ready,
       .on_done = chat_on_done,
   };
-  if (s == NULL || sluice_server_call_set_handlers(call, &h, s) != 0) {
+  if (s == NULL ||
+      streaming_demo__ticker__chat__set_handlers(call, &h, s) != 0) {
     free(s);
     sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
                               "cannot set up the call", NULL);

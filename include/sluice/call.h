@@ -143,6 +143,51 @@ SLUICE_API int sluice_call_start_msg(sluice_channel *ch,
                                      const sluice_call_handlers *handlers,
                                      void *user_data, sluice_call **out);
 
+/** For generated typed stubs: the user's typed callbacks, each cast to
+ * sluice_generic_fn (NULL where not set), and the user's user_data. The
+ * members follow sluice_call_handlers. sluice_call_start_typed() copies it
+ * into the call object; each trampoline then receives a pointer to that
+ * copy as its user_data, casts its member back to the typed callback's type
+ * and calls it with the typed message and this user_data. */
+typedef struct sluice_call_typed_handlers {
+  sluice_generic_fn on_initial_metadata; /**< the typed on_initial_metadata */
+  sluice_generic_fn on_message;          /**< the typed on_message */
+  sluice_generic_fn on_send_ready;       /**< the typed on_send_ready */
+  sluice_generic_fn on_done;             /**< the typed on_done; required */
+  void *user_data; /**< what the typed callbacks get as user_data */
+} sluice_call_typed_handlers;
+
+/** Starts a call as sluice_call_start() (req NULL) or
+ * sluice_call_start_msg() (req set) does, for generated typed stubs:
+ * tramps are the stub's trampolines, called by the runtime as any
+ * sluice_call_handlers are; *typed is copied into the call object (no
+ * allocation of its own), and every trampoline gets a pointer to that copy
+ * as its user_data, valid until on_done returns. Threads, ownership and
+ * the handle are as for sluice_call_start(). Thread-safe.
+ * @param ch the channel
+ * @param method the method; kept by the call (see sluice_call_start())
+ * @param req the request, of the method's request type, for methods that
+ *   take one (serialized, queued and half-closed before this returns, as
+ *   by sluice_call_start_msg()), or NULL to send the requests with
+ *   sluice_call_send()
+ * @param opts per-call options, or NULL; read before this returns
+ * @param tramps the trampolines; copied; on_done must be set
+ * @param typed the typed callbacks and their user_data; copied;
+ *   typed->on_done must be set
+ * @param[out] out receives the call handle; untouched on failure
+ * @retval 0 started: on_done will fire
+ * @retval SLUICE_ERR_INVALID_ARG ch, method, tramps, tramps->on_done,
+ *   typed, typed->on_done or out is NULL, method lacks its path or message
+ *   descriptors, or req is not of the method's request type; nothing fires
+ * @retval SLUICE_ERR_NOMEM out of memory; nothing fires */
+SLUICE_API int sluice_call_start_typed(sluice_channel *ch,
+                                       const sluice_method_desc *method,
+                                       const ProtobufCMessage *req,
+                                       const sluice_call_opts *opts,
+                                       const sluice_call_handlers *tramps,
+                                       const sluice_call_typed_handlers *typed,
+                                       sluice_call **out);
+
 /** Queues msg (serialized, and compressed if the call compresses, before
  * this returns; the caller keeps ownership of msg). Thread-safe.
  * @param call the call

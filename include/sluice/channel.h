@@ -274,11 +274,6 @@ SLUICE_API int sluice_unary_call(sluice_channel *ch,
                                  const sluice_call_opts *opts,
                                  sluice_unary_cb cb, void *user_data);
 
-/** For generated typed stubs: a generic function pointer, the stub's typed
- * callback, that the stub's trampoline (sluice_unary_tramp) casts back to
- * its type and calls, so no function is ever called through a pointer of
- * the wrong type. */
-typedef void (*sluice_generic_fn)(void);
 /** A generated stub's trampoline: casts cb back to the stub's typed
  * callback and calls it with st, resp (cast to the response type) and
  * user_data. Runs where and when a sluice_unary_cb would.

@@ -25,6 +25,24 @@ typedef enum sluice_call_kind {
   SLUICE_CALL_BIDI_STREAMING = 3    /**< both stream */
 } sluice_call_kind;
 
+/** Whether the client of a method of kind k sends a stream of requests
+ * (client-streaming and bidi methods) rather than exactly one.
+ * @param k the method's kind
+ * @return 1 for SLUICE_CALL_CLIENT_STREAMING and SLUICE_CALL_BIDI_STREAMING,
+ *   else 0 */
+static inline int sluice_call_kind_streams_requests(sluice_call_kind k) {
+  return k == SLUICE_CALL_CLIENT_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+}
+
+/** Whether the server of a method of kind k sends a stream of responses
+ * (server-streaming and bidi methods) rather than exactly one.
+ * @param k the method's kind
+ * @return 1 for SLUICE_CALL_SERVER_STREAMING and SLUICE_CALL_BIDI_STREAMING,
+ *   else 0 */
+static inline int sluice_call_kind_streams_responses(sluice_call_kind k) {
+  return k == SLUICE_CALL_SERVER_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+}
+
 /** One RPC method. Defaults come from (sluice.method) options in the
  * .proto; 0 means "not set": the channel's or server's own default applies.
  * A per-call option overrides them: a call's timeout replaces the method's;

@@ -37,9 +37,10 @@ typedef struct sluice_server_opts sluice_server_opts;
  * handler until the call is finished. */
 typedef struct sluice_server_call sluice_server_call;
 
-/** Generic dispatch of one method, emitted by protoc-gen-sluice: casts req
- * to the method's request type and calls the user's typed handler found in
- * handlers (the service's handler struct, as registered).
+/** Generic dispatch of one method of any kind, emitted by
+ * protoc-gen-sluice: casts req to the method's request type and calls the
+ * user's typed handler found in handlers (the service's handler struct, as
+ * registered).
  * Unary and server-streaming methods are dispatched once their single
  * request message has arrived (req is it); client-streaming and bidi
  * methods as soon as the request headers have (req is NULL: messages come
@@ -49,9 +50,15 @@ typedef struct sluice_server_call sluice_server_call;
  * @param req the request (borrowed until the call is finished), or NULL
  * @param handlers the library's copy of the registered handler struct
  * @param user_data as given to sluice_server_add_service() */
-typedef void (*sluice_unary_dispatch)(sluice_server_call *call,
-                                      const ProtobufCMessage *req,
-                                      const void *handlers, void *user_data);
+typedef void (*sluice_method_dispatch)(sluice_server_call *call,
+                                       const ProtobufCMessage *req,
+                                       const void *handlers, void *user_data);
+
+/** The former name of sluice_method_dispatch, from when only unary methods
+ * were dispatched this way; the same type, kept so that code using it
+ * still compiles.
+ * @deprecated Use sluice_method_dispatch. */
+typedef sluice_method_dispatch sluice_unary_dispatch;
 
 /* ---- options */
 
@@ -277,7 +284,7 @@ SLUICE_API int sluice_server_new(sluice_server **out,
  * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_server_add_service(sluice_server *srv,
                                          const sluice_service_desc *desc,
-                                         const sluice_unary_dispatch *dispatch,
+                                         const sluice_method_dispatch *dispatch,
                                          const void *handlers,
                                          size_t handlers_size, void *user_data);
 
@@ -415,6 +422,37 @@ SLUICE_API int
 sluice_server_call_set_handlers(sluice_server_call *call,
                                 const sluice_server_call_handlers *h,
                                 void *user_data);
+
+/** For generated typed stubs: the user's typed callbacks, each cast to
+ * sluice_generic_fn (NULL where not set), and the user's user_data. The
+ * members follow sluice_server_call_handlers.
+ * sluice_server_call_set_handlers_typed() copies it into the call object;
+ * each trampoline then receives a pointer to that copy as its user_data,
+ * casts its member back to the typed callback's type and calls it with the
+ * typed message and this user_data. */
+typedef struct sluice_server_call_typed_handlers {
+  sluice_generic_fn on_message;    /**< the typed on_message */
+  sluice_generic_fn on_half_close; /**< the typed on_half_close */
+  sluice_generic_fn on_send_ready; /**< the typed on_send_ready */
+  sluice_generic_fn on_done;       /**< the typed on_done */
+  void *user_data; /**< what the typed callbacks get as user_data */
+} sluice_server_call_typed_handlers;
+
+/** As sluice_server_call_set_handlers(), for generated typed stubs: tramps
+ * are the stub's trampolines, called by the runtime as any
+ * sluice_server_call_handlers are; *typed is copied into the call object
+ * (no allocation of its own), and every trampoline gets a pointer to that
+ * copy as its user_data, valid until on_done returns. Callable once (this
+ * or sluice_server_call_set_handlers()), from any thread, before finish.
+ * @param call the call
+ * @param tramps the trampolines; copied
+ * @param typed the typed callbacks and their user_data; copied
+ * @retval 0 registered
+ * @retval SLUICE_ERR_INVALID_ARG call, tramps or typed is NULL
+ * @retval SLUICE_ERR_STATE already set, or the call was finished */
+SLUICE_API int sluice_server_call_set_handlers_typed(
+    sluice_server_call *call, const sluice_server_call_handlers *tramps,
+    const sluice_server_call_typed_handlers *typed);
 
 /** Queues a response message (server-streaming and bidi methods;
  * serialized and maybe compressed on the caller's thread; the caller keeps

@@ -1,9 +1,10 @@
 /** @file
- * sluice: enums and constants shared by the client and the server API
- * (compression, send flags, buffer and window sizes). Included by
- * sluice/channel.h, sluice/call.h and sluice/server.h; it declares no
- * function, so the library's lower layers may use it without pulling in the
- * channel or server API.
+ * sluice: enums, constants and types shared by the client and the server
+ * API (compression, send flags, buffer and window sizes, the generic
+ * function pointer of generated stubs). Included by sluice/channel.h,
+ * sluice/call.h and sluice/server.h; it declares no function, so the
+ * library's lower layers may use it without pulling in the channel or
+ * server API.
  */
 #ifndef SLUICE_TYPES_H
 #define SLUICE_TYPES_H
@@ -30,6 +31,15 @@ typedef enum sluice_compression {
 /** HTTP/2 receive window per stream announced by sluice (both sides), 1 MiB:
  * the most a paused receiver holds beyond one partial message. */
 #define SLUICE_STREAM_WINDOW (1u << 20)
+
+/** For generated typed stubs: a generic function pointer that stands for a
+ * typed callback (unary completion, typed streaming handlers) on its way
+ * through the runtime. The stub's trampoline (sluice_unary_tramp, or the
+ * trampolines given to sluice_call_start_typed() and
+ * sluice_server_call_set_handlers_typed()) casts it back to its type and
+ * calls it, so no function is ever called through a pointer of the wrong
+ * type. */
+typedef void (*sluice_generic_fn)(void);
 
 #ifdef __cplusplus
 }

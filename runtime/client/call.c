@@ -33,8 +33,7 @@ static const sluice_call_opts *call_opts_read(const sluice_call_opts *opts,
 }
 
 static int single_response(const sluice_call *c) {
-  return c->method->kind == SLUICE_CALL_UNARY ||
-         c->method->kind == SLUICE_CALL_CLIENT_STREAMING;
+  return !sluice_call_kind_streams_responses(c->method->kind);
 }
 
 /* The channel's cache of call objects (loop thread only), set up on first
@@ -523,7 +522,7 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
     free(c);
     return NULL;
   }
-  if (m->kind == SLUICE_CALL_UNARY || m->kind == SLUICE_CALL_SERVER_STREAMING)
+  if (!sluice_call_kind_streams_requests(m->kind))
     sluice__sendq_retain(&c->sendq); /* replayable on REFUSED_STREAM */
   c->ch = ch;
   c->method = m;
@@ -698,14 +697,46 @@ int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
   return 0;
 }
 
+/* The typed handlers live in the call object, so the trampolines' user_data
+ * needs no allocation of its own and lives exactly as long as they run. */
+int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            const sluice_call_handlers *tramps,
+                            const sluice_call_typed_handlers *typed,
+                            sluice_call **out) {
+  if (!ch || !m || !tramps || !tramps->on_done || !typed || !typed->on_done ||
+      !out || !m->path || !m->request || !m->response ||
+      (req && req->descriptor != m->request))
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_call *c = call_new(ch, m, opts);
+  if (!c)
+    return SLUICE_ERR_NOMEM;
+  c->h = *tramps;
+  c->typed = *typed;
+  c->user_data = &c->typed;
+  c->refs = 2; /* logical + the user's handle */
+  /* With a request: as sluice_call_start_msg(). */
+  if (req) {
+    if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
+      call_discard(c);
+      return SLUICE_ERR_NOMEM;
+    }
+    int deferred;
+    sluice__sendq_close(&c->sendq, &deferred);
+  }
+  *out = c;
+  post_start(c);
+  return 0;
+}
+
 int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
                         unsigned flags) {
   if (!c || !msg || msg->descriptor != c->method->request)
     return SLUICE_ERR_INVALID_ARG;
   if (sluice__sendq_is_closed(&c->sendq))
     return SLUICE_ERR_STATE;
-  if ((c->method->kind == SLUICE_CALL_UNARY ||
-       c->method->kind == SLUICE_CALL_SERVER_STREAMING) &&
+  if (!sluice_call_kind_streams_requests(c->method->kind) &&
       sluice__sendq_pushed(&c->sendq) > 0)
     return SLUICE_ERR_STATE;
   return queue_message(c, msg, flags, 1);

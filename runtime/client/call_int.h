@@ -82,6 +82,8 @@ struct sluice_call {
   sluice__take_fn take;
   sluice_call_handlers h;
   void *user_data;
+  /* sluice_call_start_typed: user_data points here */
+  sluice_call_typed_handlers typed;
   /* requests from other threads */
   int want_paused;             /* atomic */
   sluice_status_code fail_req; /* set before fail_task is posted */

@@ -233,7 +233,7 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
 
 int sluice_server_add_service(sluice_server *srv,
                               const sluice_service_desc *desc,
-                              const sluice_unary_dispatch *dispatch,
+                              const sluice_method_dispatch *dispatch,
                               const void *handlers, size_t handlers_size,
                               void *user_data) {
   /* A service without methods has no dispatch table (the generated code

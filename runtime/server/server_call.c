@@ -795,6 +795,21 @@ int sluice_server_call_set_handlers(sluice_server_call *call,
   return 0;
 }
 
+/* The typed handlers live in the call object, so the trampolines' user_data
+ * needs no allocation of its own. Checked before the copy, which must not
+ * overwrite the handlers of a call that already has them. */
+int sluice_server_call_set_handlers_typed(
+    sluice_server_call *call, const sluice_server_call_handlers *tramps,
+    const sluice_server_call_typed_handlers *typed) {
+  if (!call || !tramps || !typed)
+    return SLUICE_ERR_INVALID_ARG;
+  if (__atomic_load_n(&call->finished, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&call->handlers_set, __ATOMIC_ACQUIRE))
+    return SLUICE_ERR_STATE;
+  call->typed = *typed;
+  return sluice_server_call_set_handlers(call, tramps, &call->typed);
+}
+
 int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused) {
   if (!call)
     return SLUICE_ERR_INVALID_ARG;

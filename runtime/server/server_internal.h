@@ -18,7 +18,7 @@ typedef struct sluice__sconn sluice__sconn;
 /* A registered method. */
 typedef struct sluice__route {
   const sluice_method_desc *method;
-  sluice_unary_dispatch dispatch;
+  sluice_method_dispatch dispatch;
   const void *handlers; /* the service's copy */
   void *user_data;
   uint32_t limit; /* max concurrent calls of this method; 0: none */
@@ -194,6 +194,8 @@ struct sluice_server_call {
   /* streaming */
   sluice_server_call_handlers h;
   void *h_ud;
+  /* sluice_server_call_set_handlers_typed: h_ud points here */
+  sluice_server_call_typed_handlers typed;
   int handlers_set;   /* atomic */
   int done_told;      /* on_done fired */
   int handler_status; /* the final status is the handler's (its finish

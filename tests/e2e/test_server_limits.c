@@ -798,7 +798,7 @@ typedef struct up_state {
   uint64_t messages;
 } up_state;
 
-static void up_msg(sluice_server_call *call, const ProtobufCMessage *m,
+static void up_msg(sluice_server_call *call, const Streamt__Chunk *m,
                    void *ud) {
   (void)call;
   (void)m;
@@ -822,8 +822,9 @@ static void on_upload(sluice_server_call *call, void *user_data) {
   atomic_fetch_add(&us->started, 1);
   up_state *u = calloc(1, sizeof *u);
   assert_non_null(u);
-  sluice_server_call_handlers h = {up_msg, up_half_close, NULL, up_done};
-  assert_int_equal(sluice_server_call_set_handlers(call, &h, u), 0);
+  Streamt__Streams__Upload_ServerHandlers h = {up_msg, up_half_close, NULL,
+                                               up_done};
+  assert_int_equal(streamt__streams__upload__set_handlers(call, &h, u), 0);
 }
 
 typedef struct up_client {
@@ -834,12 +835,11 @@ typedef struct up_client {
   uint64_t messages;
 } up_client;
 
-static void upc_message(sluice_call *call, const ProtobufCMessage *msg,
-                        void *ud) {
+static void upc_message(sluice_call *call, const Streamt__Sum *sum, void *ud) {
   (void)call;
   up_client *c = ud;
   pthread_mutex_lock(&c->mu);
-  c->messages = ((const Streamt__Sum *)msg)->messages;
+  c->messages = sum->messages;
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -858,7 +858,7 @@ static sluice_call *up_start(sluice_channel *ch, up_client *c, int n) {
   e2e_cond_init(&c->cv);
   c->done = 0;
   c->messages = 0;
-  sluice_call_handlers h = {NULL, upc_message, NULL, upc_done};
+  Streamt__Streams__Upload_Handlers h = {NULL, upc_message, NULL, upc_done};
   sluice_call *call = NULL;
   assert_int_equal(streamt__streams__upload__start(ch, NULL, &h, c, &call), 0);
   Streamt__Chunk chunk = STREAMT__CHUNK__INIT;

@@ -87,6 +87,10 @@ static void test_helloworld(void **state) {
   assert_non_null(hw_async);
   assert_non_null(hw_blocking);
   assert_non_null(hw_reply);
+  /* The dispatch type's former name is the same type (deprecated alias). */
+  sluice_unary_dispatch old_name = NULL;
+  sluice_method_dispatch new_name = old_name;
+  assert_null(new_name);
 }
 
 static void test_null_arguments(void **state) {
@@ -230,16 +234,18 @@ static void test_keywords(void **state) {
  * expected function-pointer type, so -Werror catches any drift. */
 static int (*const st_download_start)(
     sluice_channel *, const Streaming__Summary *, const sluice_call_opts *,
-    const sluice_call_handlers *, void *,
+    const Streaming__Streamer__Download_Handlers *, void *,
     sluice_call **) = streaming__streamer__download__start;
 static int (*const st_upload_start)(
-    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
-    void *, sluice_call **) = streaming__streamer__upload__start;
+    sluice_channel *, const sluice_call_opts *,
+    const Streaming__Streamer__Upload_Handlers *, void *,
+    sluice_call **) = streaming__streamer__upload__start;
 static int (*const st_upload_send)(sluice_call *, const Streaming__Chunk *) =
     streaming__streamer__upload__send;
-static int (*const st_chat_start)(
-    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
-    void *, sluice_call **) = streaming__streamer__chat__start;
+static int (*const st_chat_start)(sluice_channel *, const sluice_call_opts *,
+                                  const Streaming__Streamer__Chat_Handlers *,
+                                  void *, sluice_call **) =
+    streaming__streamer__chat__start;
 static int (*const st_chat_send)(sluice_call *, const Streaming__Chunk *) =
     streaming__streamer__chat__send;
 static int (*const st_upload_reply)(sluice_server_call *,
@@ -254,13 +260,79 @@ static int (*const st_chat_send_response)(sluice_server_call *,
 static int (*const st_unary_reply)(sluice_server_call *,
                                    const Streaming__Item *) =
     streaming__streamer__unary__reply;
-static int (*const os_feed_start)(
-    sluice_channel *, const sluice_call_opts *, const sluice_call_handlers *,
-    void *, sluice_call **) = streaming__only_streams__feed__start;
+static int (*const st_upload_set_handlers)(
+    sluice_server_call *, const Streaming__Streamer__Upload_ServerHandlers *,
+    void *) = streaming__streamer__upload__set_handlers;
+static int (*const st_download_set_handlers)(
+    sluice_server_call *, const Streaming__Streamer__Download_ServerHandlers *,
+    void *) = streaming__streamer__download__set_handlers;
+static int (*const st_chat_set_handlers)(
+    sluice_server_call *, const Streaming__Streamer__Chat_ServerHandlers *,
+    void *) = streaming__streamer__chat__set_handlers;
+static int (*const os_feed_start)(sluice_channel *, const sluice_call_opts *,
+                                  const Streaming__OnlyStreams__Feed_Handlers *,
+                                  void *, sluice_call **) =
+    streaming__only_streams__feed__start;
 static int (*const os_watch_start)(
     sluice_channel *, const Streaming__Item *, const sluice_call_opts *,
-    const sluice_call_handlers *, void *,
+    const Streaming__OnlyStreams__Watch_Handlers *, void *,
     sluice_call **) = streaming__only_streams__watch__start;
+
+/* Typed callbacks of every member of the typed handler structs: the client
+ * gets the response type, the server the request type (Upload: Chunk in,
+ * Summary out; Download: Summary in, Chunk out; Chat: Chunk in, Item out),
+ * so a swapped type would not compile. */
+static void c_md(sluice_call *call, const sluice_metadata *md, void *ud) {
+  (void)call;
+  (void)md;
+  (void)ud;
+}
+static void c_ready(sluice_call *call, void *ud) {
+  (void)call;
+  (void)ud;
+}
+static void c_done(sluice_call *call, const sluice_status *st, void *ud) {
+  (void)call;
+  (void)st;
+  (void)ud;
+}
+static void c_summary(sluice_call *call, const Streaming__Summary *m,
+                      void *ud) {
+  (void)call;
+  (void)m;
+  (void)ud;
+}
+static void c_chunk(sluice_call *call, const Streaming__Chunk *m, void *ud) {
+  (void)call;
+  (void)m;
+  (void)ud;
+}
+static void c_item(sluice_call *call, const Streaming__Item *m, void *ud) {
+  (void)call;
+  (void)m;
+  (void)ud;
+}
+static void s_chunk(sluice_server_call *call, const Streaming__Chunk *m,
+                    void *ud) {
+  (void)call;
+  (void)m;
+  (void)ud;
+}
+static void s_summary(sluice_server_call *call, const Streaming__Summary *m,
+                      void *ud) {
+  (void)call;
+  (void)m;
+  (void)ud;
+}
+static void s_event(sluice_server_call *call, void *ud) {
+  (void)call;
+  (void)ud;
+}
+static void s_done(sluice_server_call *call, int cancelled, void *ud) {
+  (void)call;
+  (void)cancelled;
+  (void)ud;
+}
 
 static void st_unary(sluice_server_call *call, const Streaming__Item *req,
                      void *user_data) {
@@ -319,6 +391,40 @@ static void test_streaming(void **state) {
   assert_true(offsetof(Streaming__Streamer_SluiceHandlers, download) <
               offsetof(Streaming__Streamer_SluiceHandlers, chat));
 
+  /* The typed handler structs: every member of the generic ones, in their
+   * order, with the messages typed. */
+  const Streaming__Streamer__Upload_Handlers uc = {c_md, c_summary, c_ready,
+                                                   c_done};
+  const Streaming__Streamer__Download_Handlers dc = {c_md, c_chunk, c_ready,
+                                                     c_done};
+  const Streaming__Streamer__Chat_Handlers cc = {c_md, c_item, c_ready, c_done};
+  const Streaming__Streamer__Upload_ServerHandlers us = {s_chunk, s_event,
+                                                         s_event, s_done};
+  const Streaming__Streamer__Download_ServerHandlers ds = {s_summary, s_event,
+                                                           s_event, s_done};
+  const Streaming__Streamer__Chat_ServerHandlers cs = {.on_message = s_chunk,
+                                                       .on_half_close = s_event,
+                                                       .on_send_ready = s_event,
+                                                       .on_done = s_done};
+  assert_int_equal(sizeof uc, sizeof(sluice_call_handlers));
+  assert_int_equal(sizeof us, sizeof(sluice_server_call_handlers));
+  assert_int_equal(offsetof(Streaming__Streamer__Chat_Handlers, on_message),
+                   offsetof(sluice_call_handlers, on_message));
+  assert_int_equal(offsetof(Streaming__Streamer__Chat_Handlers, on_done),
+                   offsetof(sluice_call_handlers, on_done));
+  assert_int_equal(
+      offsetof(Streaming__Streamer__Chat_ServerHandlers, on_half_close),
+      offsetof(sluice_server_call_handlers, on_half_close));
+  assert_ptr_equal(dc.on_message, c_chunk);
+  assert_ptr_equal(cc.on_message, c_item);
+  assert_ptr_equal(uc.on_done, c_done);
+  assert_ptr_equal(ds.on_message, s_summary);
+  assert_ptr_equal(cs.on_message, s_chunk);
+  assert_ptr_equal(us.on_done, s_done);
+  assert_non_null(st_upload_set_handlers);
+  assert_non_null(st_download_set_handlers);
+  assert_non_null(st_chat_set_handlers);
+
   assert_non_null(st_download_start);
   assert_non_null(st_upload_start);
   assert_non_null(st_upload_send);
@@ -357,16 +463,11 @@ static void test_streaming_only_service(void **state) {
   assert_non_null(streaming__only_streams__feed__send_response);
 }
 
-static void on_done_unused(sluice_call *call, const sluice_status *st,
-                           void *user_data) {
-  (void)call;
-  (void)st;
-  (void)user_data;
-}
-
 static void test_streaming_null_arguments(void **state) {
   (void)state;
-  const sluice_call_handlers hs = {.on_done = on_done_unused};
+  const Streaming__Streamer__Download_Handlers hs = {.on_done = c_done};
+  const Streaming__Streamer__Upload_Handlers hu = {.on_done = c_done};
+  const Streaming__Streamer__Chat_Handlers hc = {.on_done = c_done};
   sluice_call *call = NULL;
   /* Caught by the generated code before the runtime is asked. */
   assert_int_equal(st_download_start(NULL, NULL, NULL, &hs, NULL, &call),
@@ -381,9 +482,23 @@ static void test_streaming_null_arguments(void **state) {
   Streaming__Summary sum = STREAMING__SUMMARY__INIT;
   assert_int_equal(st_download_start(NULL, &sum, NULL, &hs, NULL, &call),
                    SLUICE_ERR_INVALID_ARG);
-  assert_int_equal(st_upload_start(NULL, NULL, &hs, NULL, &call),
+  assert_int_equal(st_upload_start(NULL, NULL, &hu, NULL, &call),
                    SLUICE_ERR_INVALID_ARG);
-  assert_int_equal(st_chat_start(NULL, NULL, &hs, NULL, &call),
+  assert_int_equal(st_chat_start(NULL, NULL, &hc, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  /* No handler struct, or one without on_done: refused, nothing starts. */
+  assert_int_equal(st_download_start(NULL, &sum, NULL, NULL, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_int_equal(st_chat_start(NULL, NULL, NULL, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  const Streaming__Streamer__Chat_Handlers no_done = {.on_message = c_item};
+  assert_int_equal(st_chat_start(NULL, NULL, &no_done, NULL, &call),
+                   SLUICE_ERR_INVALID_ARG);
+  assert_null(call);
+  assert_int_equal(st_chat_set_handlers(NULL, NULL, NULL),
+                   SLUICE_ERR_INVALID_ARG);
+  const Streaming__Streamer__Chat_ServerHandlers sh = {.on_done = s_done};
+  assert_int_equal(st_chat_set_handlers(NULL, &sh, NULL),
                    SLUICE_ERR_INVALID_ARG);
   Streaming__Chunk chunk = STREAMING__CHUNK__INIT;
   assert_int_equal(st_upload_send(NULL, &chunk), SLUICE_ERR_INVALID_ARG);
