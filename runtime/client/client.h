@@ -11,10 +11,10 @@
 #include "lb/lb.h"
 #include "sluice/call.h"
 #include "sluice/channel.h"
+#include "transport/addr.h"
 #include "transport/conn.h"
 #include "transport/recv.h"
 #include "transport/sendq.h"
-#include "transport/target.h"
 
 #define SLUICE__DROP_WAIT 5
 
