@@ -104,6 +104,19 @@ void sluice__addr_format(sluice__addr *a) {
                      a->name, sizeof a->name);
 }
 
+/* The value of a port string of decimal digits (checked by
+ * split_host_port), saturating at 65536: atoi() overflowed on long ones
+ * ("4294967297" became port 1). */
+static unsigned port_number(const char *s) {
+  unsigned v = 0;
+  for (; *s; s++) {
+    v = v * 10 + (unsigned)(*s - '0');
+    if (v > 65535)
+      return 65536;
+  }
+  return v;
+}
+
 static int parse_static(const char *list, int v6, sluice__target *t) {
   size_t cap = 1;
   for (const char *p = list; *p; p++)
@@ -119,9 +132,10 @@ static int parse_static(const char *list, int v6, sluice__target *t) {
     if (split_host_port(p, n, &host, &port) != 0)
       return -1;
     sluice__addr *a = &t->addrs[t->n_addrs];
-    int rv = v6 ? uv_ip6_addr(host, atoi(port), (struct sockaddr_in6 *)&a->ss)
-                : uv_ip4_addr(host, atoi(port), (struct sockaddr_in *)&a->ss);
-    int port_ok = atoi(port) > 0 && atoi(port) < 65536;
+    unsigned pn = port_number(port);
+    int rv = v6 ? uv_ip6_addr(host, (int)pn, (struct sockaddr_in6 *)&a->ss)
+                : uv_ip4_addr(host, (int)pn, (struct sockaddr_in *)&a->ss);
+    int port_ok = pn > 0 && pn < 65536;
     free(host);
     free(port);
     if (rv != 0 || !port_ok)

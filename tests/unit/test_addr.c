@@ -134,6 +134,10 @@ static void static_ipv4(void **state) {
   expect_addr(&t.addrs[0], AF_INET, "1.2.3.4", 65535, "1.2.3.4:65535");
   sluice__target_free(&t);
 
+  parse_ok("ipv4:1.2.3.4:000080", &t); /* leading zeros are digits */
+  expect_addr(&t.addrs[0], AF_INET, "1.2.3.4", 80, "1.2.3.4:80");
+  sluice__target_free(&t);
+
   /* A trailing ',' ends the list (today's behaviour; an empty item
    * elsewhere is an error, below). */
   parse_ok("ipv4:1.2.3.4:1,", &t);
@@ -157,9 +161,11 @@ static void static_ipv6(void **state) {
 static void static_bad(void **state) {
   (void)state;
   static const char *const bad[] = {
-      "ipv4:",                     /* no address */
-      "ipv4:1.2.3.4:0",            /* port 0 */
-      "ipv4:1.2.3.4:65536",        /* port out of range */
+      "ipv4:",                   /* no address */
+      "ipv4:1.2.3.4:0",          /* port 0 */
+      "ipv4:1.2.3.4:65536",      /* port out of range */
+      "ipv4:1.2.3.4:4294967297", /* ... not wrapped to 1 */
+      "ipv4:1.2.3.4:99999999999999999999",
       "ipv4:999.1.1.1:5",          /* not an address */
       "ipv4:localhost:5",          /* names are for dns: */
       "ipv4:[::1]:5",              /* IPv6 in an ipv4: list */
