@@ -11,7 +11,7 @@
 
 #include "client/call_int.h"
 #include "transport/message.h"
-#include "wire/status_map.h"
+#include "wire/final_status.h"
 
 void sluice_call_opts_init_sized(sluice_call_opts *o, size_t struct_size) {
   if (!o || struct_size < sizeof o->struct_size)
@@ -175,62 +175,15 @@ static void attempt_data_failed(sluice__cstream *s, sluice_status_code code,
   complete(a->call, a->fail_code, a->fail_reason);
 }
 
-/* What an ended attempt means for its call (pure: facts in, verdict out;
- * the caller does the side effects). */
-typedef enum { FINAL_DONE, FINAL_HOLD, FINAL_REPLAY } final_verdict;
-
-static final_verdict final_status(const sluice__attempt *a, uint32_t h2_error,
-                                  int replayable, sluice_status_code *code,
-                                  const char **text, char *buf, size_t cap) {
-  const sluice_call *c = a->call;
-  const sluice__resp_facts *f = &a->cs.facts;
-  *text = buf;
-  if (a->fail_code != SLUICE_STATUS_OK) {
-    *code = a->fail_code;
-    *text = a->fail_reason;
-  } else if (f->have_grpc_status) {
-    *code = f->grpc_status;
-    *text = f->grpc_message ? f->grpc_message : "";
-    if (*code == SLUICE_STATUS_OK && sluice__recv_holding(&a->cs.st.recv))
-      return FINAL_HOLD; /* paused: on_done waits for every message */
-    if (*code == SLUICE_STATUS_OK && single_response(c) && a->n_msgs != 1) {
-      *code = SLUICE_STATUS_UNIMPLEMENTED;
-      snprintf(buf, cap, "server answered a %s call with %d response messages",
-               c->method->kind == SLUICE_CALL_UNARY ? "unary"
-                                                    : "client-streaming",
-               a->n_msgs);
-      *text = buf;
-    }
-  } else if (f->got_headers && f->http_status != 200) {
-    *code = sluice__status_from_http(f->http_status);
-    snprintf(buf, cap,
-             "peer answered HTTP status %d without grpc-status (not a gRPC "
-             "server?)",
-             f->http_status);
-  } else if (f->bad_content_type) {
-    *code = SLUICE_STATUS_UNKNOWN;
-    snprintf(buf, cap,
-             "peer answered with a content-type that is not application/grpc");
-  } else if (h2_error == NGHTTP2_REFUSED_STREAM && !f->got_headers &&
-             replayable) {
-    /* Never processed by the server (GOAWAY or REFUSED_STREAM): replay
-     * transparently, as gRPC does. */
-    return FINAL_REPLAY;
-  } else if (h2_error == NGHTTP2_CANCEL && c->deadline_ns &&
-             sluice_now_ns() + 5000000 >= c->deadline_ns) {
-    /* The server's timer beat ours (by up to 5 ms): report it as the
-     * deadline it is. */
-    *code = SLUICE_STATUS_DEADLINE_EXCEEDED;
-    snprintf(buf, cap, "deadline exceeded (cancelled by the server)");
-  } else if (h2_error != NGHTTP2_NO_ERROR) {
-    *code = sluice__status_from_h2_error(h2_error);
-    snprintf(buf, cap, "stream reset by peer (HTTP/2 error %s)",
-             nghttp2_http2_strerror(h2_error));
-  } else {
-    *code = SLUICE_STATUS_INTERNAL;
-    snprintf(buf, cap, "server closed the stream without sending grpc-status");
-  }
-  return FINAL_DONE;
+/* What the call knows when the attempt's stream ends (wire/final_status.h
+ * decides from it). */
+static sluice__final_facts final_facts(const sluice__attempt *a) {
+  sluice__final_facts f = {
+      &a->cs.rx,           a->fail_code,
+      a->fail_reason,      a->call->method->kind,
+      a->n_msgs,           sluice__recv_holding(&a->cs.st.recv),
+      a->call->deadline_ns};
+  return f;
 }
 
 static int deliver(void *ud, int compressed, const uint8_t *data, size_t len);
@@ -288,22 +241,19 @@ static void attempt_closed(sluice__cstream *s, uint32_t h2_error,
     return;
   }
   char buf[200];
-  sluice_status_code code;
-  const char *text;
-  final_verdict v = final_status(a, h2_error, 1, &code, &text, buf, sizeof buf);
-  if (v == FINAL_REPLAY && sluice__sendq_rewind(&c->sendq) != 0)
-    v = final_status(a, h2_error, 0, &code, &text, buf, sizeof buf);
-  switch (v) {
-  case FINAL_REPLAY:
+  sluice__final_facts f = final_facts(a);
+  sluice__final d = sluice__final_status(
+      &f, h2_error,
+      h2_error == NGHTTP2_CANCEL && c->deadline_ns ? sluice_now_ns() : 0, buf,
+      sizeof buf);
+  if (d.action == SLUICE__FINAL_RETRY && sluice__sendq_rewind(&c->sendq) == 0)
     replay(c, a);
-    break;
-  case FINAL_HOLD:
-    sluice__picker_done(&c->ch->picker, &a->pick, code, a->cs.rx_bytes);
+  else if (d.action == SLUICE__FINAL_HOLD) {
+    /* Paused: on_done waits until every message was delivered. */
+    sluice__picker_done(&c->ch->picker, &a->pick, d.code, a->cs.rx_bytes);
     a->final_pending = 1;
-    break;
-  default:
-    complete(c, code, text);
-    break;
+  } else {
+    complete(c, d.code, d.text);
   }
   call_unref(c); /* the stream's reference */
 }
@@ -354,8 +304,8 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   }
   ProtobufCMessage *m;
   sluice_status_code code = sluice__msg_unpack(
-      c->method->response, compressed, a->cs.facts.enc_ok, a->cs.facts.enc,
-      data, len, c->max_response_size, &m, a->fail_buf, sizeof a->fail_buf);
+      c->method->response, compressed, a->cs.rx.enc_ok, a->cs.rx.enc, data, len,
+      c->max_response_size, &m, a->fail_buf, sizeof a->fail_buf);
   if (code != SLUICE_STATUS_OK) {
     a->fail_code = code;
     a->fail_reason = a->fail_buf;
@@ -451,12 +401,9 @@ static void drain_held(sluice_call *c, sluice__attempt *a) {
   if (a->final_pending && !sluice__recv_holding(&a->cs.st.recv) &&
       c->state != SLUICE__CALL_DONE) {
     a->final_pending = 0;
-    if (single_response(c) && a->n_msgs != 1)
-      complete(c, SLUICE_STATUS_UNIMPLEMENTED,
-               "server sent no response message");
-    else
-      complete(c, SLUICE_STATUS_OK,
-               a->cs.facts.grpc_message ? a->cs.facts.grpc_message : "");
+    sluice__final_facts f = final_facts(a);
+    sluice__final d = sluice__final_status_drained(&f);
+    complete(c, d.code, d.text);
   }
 }
 

@@ -14,7 +14,7 @@
 #include "core/loop.h"
 #include "core/objcache.h"
 #include "sluice/channel.h"
-#include "transport/target.h"
+#include "transport/addr.h"
 
 struct sluice_channel_opts {
   uv_loop_t *loop;

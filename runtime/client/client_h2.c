@@ -11,18 +11,13 @@
 #include "transport/headers.h"
 #include "transport/tls.h"
 #include "wire/compress.h"
-#include "wire/metadata_internal.h"
-#include "wire/metadata_rules.h"
-#include "wire/percent.h"
-#include "wire/status_map.h"
 #include "wire/timeout.h"
 
 void sluice__cstream_init(sluice__cstream *s, sluice__sendq *sendq,
                           uint32_t max_msg, sluice__deliver_fn deliver,
                           void *owner, const sluice__cstream_ops *ops,
                           const sluice__stream_ops *stream_ops) {
-  memset(&s->facts, 0, sizeof s->facts);
-  s->hdr_md = NULL;
+  sluice__grpc_resp_init(&s->rx);
   s->cc = NULL;
   s->discard = 0;
   s->rx_bytes = 0;
@@ -32,10 +27,7 @@ void sluice__cstream_init(sluice__cstream *s, sluice__sendq *sendq,
 }
 
 void sluice__cstream_clear(sluice__cstream *s) {
-  free(s->facts.grpc_message);
-  memset(&s->facts, 0, sizeof s->facts);
-  sluice_metadata_del(s->hdr_md);
-  s->hdr_md = NULL;
+  sluice__grpc_resp_reset(&s->rx);
   sluice__recv_reset(&s->st.recv);
   s->st.recv.unconsumed = 0;
 }
@@ -55,37 +47,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
   sluice__cstream *s = stream_of(session, frame->hd.stream_id);
   if (!s)
     return 0;
-  sluice__resp_facts *f = &s->facts;
-  const char *n = (const char *)name;
-  if (nlen == 7 && memcmp(n, ":status", 7) == 0) {
-    f->http_status = 0;
-    for (size_t i = 0; i < vlen && value[i] >= '0' && value[i] <= '9'; i++)
-      f->http_status = f->http_status * 10 + (value[i] - '0');
-  } else if (nlen == 12 && memcmp(n, "content-type", 12) == 0) {
-    f->bad_content_type =
-        !(vlen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
-          (vlen == 16 || value[16] == '+' || value[16] == ';'));
-  } else if (nlen == 11 && memcmp(n, "grpc-status", 11) == 0) {
-    sluice_status_code code;
-    f->grpc_status = sluice__status_parse((const char *)value, vlen, &code) == 0
-                         ? code
-                         : SLUICE_STATUS_UNKNOWN;
-    f->have_grpc_status = 1;
-  } else if (nlen == 13 && memcmp(n, "grpc-encoding", 13) == 0) {
-    f->enc_ok = sluice__encoding_parse((const char *)value, vlen, &f->enc) == 0;
-  } else if (nlen == 12 && memcmp(n, "grpc-message", 12) == 0) {
-    free(f->grpc_message);
-    f->grpc_message = malloc(vlen + 1);
-    if (f->grpc_message) {
-      size_t l =
-          sluice__percent_decode((const char *)value, vlen, f->grpc_message);
-      f->grpc_message[l] = 0;
-    }
-  } else if (!sluice__md_is_reserved(n, nlen)) {
-    if (!s->hdr_md && sluice_metadata_new(&s->hdr_md) != 0)
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    sluice__metadata_add_received(s->hdr_md, n, nlen, value, vlen);
-  }
+  if (sluice__grpc_resp_header(&s->rx, (const char *)name, nlen, value, vlen) !=
+      0)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   return 0;
 }
 
@@ -132,18 +96,14 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
     sluice__cstream *s = stream_of(session, frame->hd.stream_id);
     if (!s)
       break;
-    s->facts.got_headers = 1;
-    sluice_metadata *md = s->hdr_md;
-    s->hdr_md = NULL;
-    /* A block that ends the stream holds trailers (or is Trailers-Only). */
-    if (end) {
-      if (md && cc->hooks->on_trailers)
-        cc->hooks->on_trailers(cc, cc->ud, md);
-      s->ops->on_headers(s, 1, md);
-    } else if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE) {
-      s->ops->on_headers(s, 0, md);
-    } else {
-      sluice_metadata_del(md);
+    sluice__grpc_block b = sluice__grpc_resp_block_done(
+        &s->rx, end, frame->headers.cat == NGHTTP2_HCAT_RESPONSE);
+    if (b.kind == SLUICE__GRPC_BLOCK_TRAILERS) {
+      if (b.load_report && cc->hooks->on_trailers)
+        cc->hooks->on_trailers(cc, cc->ud, b.md);
+      s->ops->on_headers(s, 1, b.md);
+    } else if (b.kind == SLUICE__GRPC_BLOCK_INITIAL) {
+      s->ops->on_headers(s, 0, b.md);
     }
     break;
   }

@@ -17,9 +17,10 @@
 #include "sluice/metadata.h"
 #include "sluice/method.h"
 #include "sluice/types.h"
+#include "transport/addr.h"
 #include "transport/conn.h"
 #include "transport/stream.h"
-#include "transport/target.h"
+#include "wire/grpc_headers.h"
 
 typedef struct sluice__cconn sluice__cconn;
 typedef struct sluice__cstream sluice__cstream;
@@ -50,18 +51,6 @@ typedef struct sluice__cconn_hooks {
   void (*on_trailers)(sluice__cconn *cc, void *ud, const sluice_metadata *md);
 } sluice__cconn_hooks;
 
-/* What the response headers of a stream said so far. */
-typedef struct sluice__resp_facts {
-  int http_status; /* :status; 0 before any */
-  int got_headers; /* a response HEADERS frame arrived */
-  int have_grpc_status;
-  sluice_status_code grpc_status;
-  char *grpc_message; /* percent-decoded; owned by the stream */
-  int bad_content_type;
-  int enc_ok;             /* grpc-encoding known (or absent) */
-  sluice_compression enc; /* the response's grpc-encoding */
-} sluice__resp_facts;
-
 typedef struct sluice__cstream_ops {
   /* A response header block ended: trailers (end of stream, also
    * Trailers-Only) or the initial headers. md: its custom metadata, handed
@@ -82,12 +71,11 @@ typedef struct sluice__cstream_ops {
 struct sluice__cstream {
   sluice__stream st;
   const sluice__cstream_ops *ops;
-  sluice__cconn *cc; /* NULL when not on a connection */
-  sluice__list link; /* in cc->streams */
-  int discard;       /* set by the owner: its call is over, drop DATA */
-  uint64_t rx_bytes; /* DATA bytes received */
-  sluice__resp_facts facts;
-  sluice_metadata *hdr_md; /* the header block being received */
+  sluice__cconn *cc;    /* NULL when not on a connection */
+  sluice__list link;    /* in cc->streams */
+  int discard;          /* set by the owner: its call is over, drop DATA */
+  uint64_t rx_bytes;    /* DATA bytes received */
+  sluice__grpc_resp rx; /* what the response headers said */
   char fail_buf[160];
 };
 
@@ -119,7 +107,7 @@ void sluice__cstream_init(sluice__cstream *s, sluice__sendq *sendq,
                           void *owner, const sluice__cstream_ops *ops,
                           const sluice__stream_ops *stream_ops);
 /* Frees what the stream holds (metadata block, message text, receiver);
- * it must be off its connection. The facts read as "nothing received". */
+ * it must be off its connection. rx reads as "nothing received". */
 void sluice__cstream_clear(sluice__cstream *s);
 
 /* Starts connecting to addr; hooks report the outcome (on_closed for a

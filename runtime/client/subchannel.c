@@ -169,11 +169,8 @@ static const char *tls_name(const sluice__subchannel *sc, char *buf,
     return sc->env->tls_name;
   if (sc->env->dns_host)
     return sc->env->dns_host;
-  buf[0] = 0;
-  if (sc->addr.ss.ss_family == AF_INET)
-    uv_ip4_name((const struct sockaddr_in *)&sc->addr.ss, buf, len);
-  else if (sc->addr.ss.ss_family == AF_INET6)
-    uv_ip6_name((const struct sockaddr_in6 *)&sc->addr.ss, buf, len);
+  sluice__addr_print((const struct sockaddr *)&sc->addr.ss, SLUICE__ADDR_HOST,
+                     buf, len);
   return buf;
 }
 

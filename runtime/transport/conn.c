@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "sluice/status.h"
+#include "transport/addr.h"
 #include "transport/tls.h"
 
 #ifndef MSG_NOSIGNAL
@@ -106,20 +107,12 @@ static void fill_peer(sluice__conn *c) {
   }
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
-  char ip[INET6_ADDRSTRLEN] = "?";
   if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0) {
     snprintf(c->peer, sizeof c->peer, "unknown");
     return;
   }
-  if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    uv_ip6_name(a, ip, sizeof ip);
-    snprintf(c->peer, sizeof c->peer, "ipv6:[%s]:%u", ip, ntohs(a->sin6_port));
-  } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    uv_ip4_name(a, ip, sizeof ip);
-    snprintf(c->peer, sizeof c->peer, "ipv4:%s:%u", ip, ntohs(a->sin_port));
-  }
+  sluice__addr_print((const struct sockaddr *)&ss, SLUICE__ADDR_URI, c->peer,
+                     sizeof c->peer);
 }
 
 /* The connect's outcome (status 0 or a uv error), reported once. */

@@ -39,6 +39,27 @@ sluice_status_code sluice__status_from_h2_error(uint32_t h2_error_code) {
   }
 }
 
+const char *sluice__h2_error_name(uint32_t h2_error_code) {
+  static const char *const names[] = {
+      "NO_ERROR",
+      "PROTOCOL_ERROR",
+      "INTERNAL_ERROR",
+      "FLOW_CONTROL_ERROR",
+      "SETTINGS_TIMEOUT",
+      "STREAM_CLOSED",
+      "FRAME_SIZE_ERROR",
+      "REFUSED_STREAM",
+      "CANCEL",
+      "COMPRESSION_ERROR",
+      "CONNECT_ERROR",
+      "ENHANCE_YOUR_CALM",
+      "INADEQUATE_SECURITY",
+      "HTTP_1_1_REQUIRED",
+  };
+  return h2_error_code < sizeof names / sizeof names[0] ? names[h2_error_code]
+                                                        : "unknown";
+}
+
 int sluice__status_parse(const char *s, size_t n, sluice_status_code *out) {
   if (n < 1 || n > 2)
     return -1;

@@ -16,6 +16,11 @@ sluice_status_code sluice__status_from_http(int http_status);
  * (PROTOCOL-HTTP2.md's table). */
 sluice_status_code sluice__status_from_h2_error(uint32_t h2_error_code);
 
+/* The name RFC 9113 gives an HTTP/2 error code ("REFUSED_STREAM"), the same
+ * text as nghttp2_http2_strerror(): "unknown" for a code it does not define.
+ * Static. */
+const char *sluice__h2_error_name(uint32_t h2_error_code);
+
 /* Parses a grpc-status value: 1 or 2 decimal digits, no sign. Codes above
  * 16 become UNKNOWN. Returns 0, or -1 (*out untouched) on anything else. */
 int sluice__status_parse(const char *s, size_t n, sluice_status_code *out);

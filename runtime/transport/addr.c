@@ -1,4 +1,5 @@
-#include "transport/target.h"
+/* Target parsing, listener address parsing and address formatting. */
+#include "transport/addr.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,17 +62,59 @@ static int split_host_port(const char *s, size_t n, char **host, char **port) {
   return 0;
 }
 
-void sluice__addr_format(sluice__addr *a) {
+size_t sluice__addr_print(const struct sockaddr *sa, sluice__addr_style style,
+                          char *buf, size_t len) {
   char ip[INET6_ADDRSTRLEN] = "?";
-  if (a->ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a->ss;
+  int n;
+  buf[0] = '\0';
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
     uv_ip6_name(s6, ip, sizeof ip);
-    snprintf(a->name, sizeof a->name, "[%s]:%u", ip, ntohs(s6->sin6_port));
-  } else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&a->ss;
+    unsigned port = ntohs(s6->sin6_port);
+    if (style == SLUICE__ADDR_HOST)
+      n = snprintf(buf, len, "%s", ip);
+    else
+      n = snprintf(buf, len, "%s[%s]:%u",
+                   style == SLUICE__ADDR_URI ? "ipv6:" : "", ip, port);
+  } else if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
     uv_ip4_name(s4, ip, sizeof ip);
-    snprintf(a->name, sizeof a->name, "%s:%u", ip, ntohs(s4->sin_port));
+    unsigned port = ntohs(s4->sin_port);
+    if (style == SLUICE__ADDR_HOST)
+      n = snprintf(buf, len, "%s", ip);
+    else
+      n = snprintf(buf, len, "%s%s:%u",
+                   style == SLUICE__ADDR_URI ? "ipv4:" : "", ip, port);
+  } else if (sa->sa_family == AF_UNIX) {
+    const struct sockaddr_un *su = (const struct sockaddr_un *)sa;
+    if (style == SLUICE__ADDR_HOST)
+      return 0;
+    n = snprintf(buf, len, "%s%.*s", style == SLUICE__ADDR_URI ? "unix:" : "",
+                 (int)sizeof su->sun_path, su->sun_path);
+  } else {
+    return 0;
   }
+  if (n < 0)
+    return 0;
+  return (size_t)n < len ? (size_t)n : len - 1;
+}
+
+void sluice__addr_format(sluice__addr *a) {
+  sluice__addr_print((const struct sockaddr *)&a->ss, SLUICE__ADDR_HOSTPORT,
+                     a->name, sizeof a->name);
+}
+
+/* The value of a port string of decimal digits (checked by
+ * split_host_port), saturating at 65536: atoi() overflowed on long ones
+ * ("4294967297" became port 1). */
+static unsigned port_number(const char *s) {
+  unsigned v = 0;
+  for (; *s; s++) {
+    v = v * 10 + (unsigned)(*s - '0');
+    if (v > 65535)
+      return 65536;
+  }
+  return v;
 }
 
 static int parse_static(const char *list, int v6, sluice__target *t) {
@@ -89,9 +132,10 @@ static int parse_static(const char *list, int v6, sluice__target *t) {
     if (split_host_port(p, n, &host, &port) != 0)
       return -1;
     sluice__addr *a = &t->addrs[t->n_addrs];
-    int rv = v6 ? uv_ip6_addr(host, atoi(port), (struct sockaddr_in6 *)&a->ss)
-                : uv_ip4_addr(host, atoi(port), (struct sockaddr_in *)&a->ss);
-    int port_ok = atoi(port) > 0 && atoi(port) < 65536;
+    unsigned pn = port_number(port);
+    int rv = v6 ? uv_ip6_addr(host, (int)pn, (struct sockaddr_in6 *)&a->ss)
+                : uv_ip4_addr(host, (int)pn, (struct sockaddr_in *)&a->ss);
+    int port_ok = pn > 0 && pn < 65536;
     free(host);
     free(port);
     if (rv != 0 || !port_ok)
@@ -130,6 +174,11 @@ int sluice__target_parse(const char *text, sluice__target *t,
     if (!t->path || !t->authority)
       goto nomem;
     return 0;
+  }
+  if (strncmp(text, "unix-abstract:", 14) == 0) {
+    /* Not a DNS name "unix-abstract" with a port: say what it is. */
+    *reason = "unix-abstract: targets are not supported";
+    return -1;
   }
   if (strncmp(text, "ipv4:", 5) == 0 || strncmp(text, "ipv6:", 5) == 0) {
     t->kind = SLUICE__TARGET_STATIC;
@@ -208,4 +257,25 @@ sluice__addr *sluice__addrs_from_ai(const struct addrinfo *ai, size_t *n) {
     return NULL;
   }
   return v;
+}
+
+int sluice__addr_split_listen(const char *address, char *host, size_t host_cap,
+                              const char **port) {
+  const char *colon = strrchr(address, ':');
+  if (!colon || colon == address || colon[1] == '\0' ||
+      (size_t)(colon - address) >= host_cap)
+    return -1;
+  const char *hs = address;
+  size_t hl = (size_t)(colon - address);
+  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
+    hs++;
+    hl -= 2;
+  }
+  for (const char *p = colon + 1; *p; p++)
+    if (*p < '0' || *p > '9')
+      return -1;
+  memcpy(host, hs, hl);
+  host[hl] = '\0';
+  *port = colon + 1;
+  return 0;
 }
