@@ -179,8 +179,13 @@ static void on_dispatch_task(sluice__task *t) {
 }
 
 void sluice__channel_kick(sluice_channel *ch) {
+  /* Posted, not deferred: tasks posted on the loop thread run in the
+   * prepare phase before the deferred connection flushes, so what the
+   * dispatch submits leaves in the same write as everything else of this
+   * loop turn (a deferred dispatch queued behind a flush would cost a
+   * second write). Posting a queued task again is a no-op. */
   if (!ch->closing)
-    sluice__loop_defer(ch->loop, &ch->dispatch_task);
+    sluice__loop_post_local(ch->loop, &ch->dispatch_task);
 }
 
 void sluice__channel_enqueue(sluice_channel *ch, sluice__pick *pk) {

@@ -52,7 +52,7 @@ struct sluice_channel {
   /* freed call objects, reused by calls started on the loop thread (a
    * closed loop, a handler forwarding); loop thread only */
   sluice__objcache call_cache;
-  sluice__task dispatch_task; /* the deferred dispatch (sluice__channel_kick) */
+  sluice__task dispatch_task; /* the posted dispatch (sluice__channel_kick) */
   uv_getaddrinfo_t gai;
   int resolving;
   int resolved_once;
@@ -66,8 +66,8 @@ struct sluice_channel {
   int owned_loop;
 };
 
-/* Dispatch again, once, before the loop next polls (deferred: never a
- * synchronous re-entry, whoever asks). Loop thread. */
+/* Dispatch again, once, before the loop next polls (a task posted on the
+ * loop thread: never a synchronous re-entry, whoever asks). Loop thread. */
 void sluice__channel_kick(sluice_channel *ch);
 /* Queues the attempt's pick for dispatch (and kicks). */
 void sluice__channel_enqueue(sluice_channel *ch, sluice__pick *pk);

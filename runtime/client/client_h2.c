@@ -175,6 +175,7 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__cstream *s,
     sluice__timeout_encode(req->deadline_ns > now ? req->deadline_ns - now : 0,
                            tmo);
     sluice__nvs_add_str(&h, "grpc-timeout", tmo);
+    sluice__nvs_no_index_last(&h);
   }
   sluice__nvs_add(&h, "te", 2, "trailers", 8);
   sluice__nvs_add(&h, "content-type", 12, "application/grpc", 16);

@@ -176,6 +176,13 @@ void sluice__loop_post(sluice__loop *l, sluice__task *t) {
   uv_async_send(&l->async);
 }
 
+void sluice__loop_post_local(sluice__loop *l, sluice__task *t) {
+  if (t->queued)
+    return;
+  t->queued = 1;
+  list_push(&l->local, t);
+}
+
 void sluice__loop_defer(sluice__loop *l, sluice__task *t) {
   if (t->queued)
     return;

@@ -41,6 +41,11 @@ int sluice__loop_on_thread(const sluice__loop *l);
  */
 void sluice__loop_post(sluice__loop *l, sluice__task *t);
 
+/* sluice__loop_post for a caller known to be on the loop thread (no
+ * thread check): t runs in this turn's prepare phase, before the deferred
+ * work (connection flushes). A task already queued is not queued twice. */
+void sluice__loop_post_local(sluice__loop *l, sluice__task *t);
+
 /* Posts t from any thread unless it is already posted: *posted (an int
  * beside the task) guards it across threads, where t->queued cannot. The
  * task's fn calls sluice__loop_posted_clear(posted) first, so a post made

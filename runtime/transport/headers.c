@@ -46,6 +46,11 @@ void sluice__nvs_add(sluice__nvs *h, const char *name, size_t nlen,
   nv->flags = NGHTTP2_NV_FLAG_NONE;
 }
 
+void sluice__nvs_no_index_last(sluice__nvs *h) {
+  if (!h->failed && h->n)
+    h->nv[h->n - 1].flags |= NGHTTP2_NV_FLAG_NO_INDEX;
+}
+
 void sluice__nvs_add_str(sluice__nvs *h, const char *name, const char *value) {
   sluice__nvs_add(h, name, strlen(name), value, strlen(value));
 }

@@ -24,6 +24,10 @@ void sluice__nvs_add(sluice__nvs *h, const char *name, size_t nlen,
                      const char *value, size_t vlen);
 /* Adds a NUL-terminated name and value (borrowed). */
 void sluice__nvs_add_str(sluice__nvs *h, const char *name, const char *value);
+/* Marks the last header added as never indexed (HPACK): for values that
+ * change on every request, such as grpc-timeout, which would otherwise
+ * churn the peer's and our dynamic table, evicting the stable headers. */
+void sluice__nvs_no_index_last(sluice__nvs *h);
 /* Adds every entry of md (borrowed; -bin values are encoded and owned).
  * At most two lists per header block (initial + trailing). */
 void sluice__nvs_add_md(sluice__nvs *h, const sluice_metadata *md);
