@@ -1,5 +1,7 @@
 #include "core/loop.h"
 
+#include "core/list.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,8 +100,7 @@ static void on_handle_closed(uv_handle_t *h) {
 }
 
 static void on_stop(sluice__task *t) {
-  sluice__loop *l =
-      (sluice__loop *)((char *)t - offsetof(sluice__loop, stop_task));
+  sluice__loop *l = SLUICE__CONTAINER_OF(t, sluice__loop, stop_task);
   if (l->stop_fn)
     l->stop_fn(l->stop_ud);
   /* Tasks queued by the stop function or by other threads (final replies)

@@ -14,6 +14,8 @@
  * they start. The process's signal dispositions are never changed. */
 #include "transport/conn.h"
 
+#include "core/list.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,18 +34,15 @@
 #define MSG_NOSIGNAL 0 /* SO_NOSIGPIPE is set on the socket instead */
 #endif
 
-#define CONN_OF(field, ptr)                                                    \
-  ((sluice__conn *)((char *)(ptr)-offsetof(sluice__conn, field)))
-
 static void do_flush(sluice__task *t) {
-  sluice__conn_flush(CONN_OF(flush_task, t));
+  sluice__conn_flush(SLUICE__CONTAINER_OF(t, sluice__conn, flush_task));
 }
 
 static void on_poll(uv_poll_t *p, int status, int events);
 static void finish_close(sluice__conn *c);
 
 static void do_closed(sluice__task *t) {
-  finish_close(CONN_OF(closed_task, t));
+  finish_close(SLUICE__CONTAINER_OF(t, sluice__conn, closed_task));
 }
 
 int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
