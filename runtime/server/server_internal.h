@@ -7,6 +7,8 @@
 
 #include "core/loop.h"
 #include "core/objcache.h"
+#include "server/listener.h"
+#include "server/server_opts.h"
 #include "sluice/server.h"
 #include "transport/conn.h"
 #include "transport/recv.h"
@@ -25,38 +27,6 @@ typedef struct sluice__route {
   int in_flight;  /* atomic: this method's calls holding a slot (limit only) */
 } sluice__route;
 
-/* sluice_server_opts_set_method_max_concurrent_calls */
-typedef struct sluice__method_limit {
-  char *path;
-  uint32_t limit;
-} sluice__method_limit;
-
-struct sluice_server_opts {
-  unsigned threads;
-  uint32_t max_request_size;
-  uint32_t max_response_size;
-  uint32_t max_concurrent_streams;
-  uint32_t send_buffer;
-  /* admission (server_admit.c) */
-  uint32_t max_calls; /* server-wide concurrent calls; 0: no limit */
-  sluice__method_limit *method_limits; /* owned (deep-copied by the server) */
-  size_t n_method_limits;
-  uint32_t max_queue;       /* waiting calls, server-wide */
-  uint32_t codel_target_ms; /* 0: CoDel off */
-  uint32_t codel_interval_ms;
-  int load_report; /* endpoint-load-metrics-bin in the trailers */
-  uint32_t load_report_interval_ms; /* per connection; 0: every response */
-  struct ssl_ctx_st *tls;           /* NULL: plaintext; a reference */
-  char last_error[256];
-};
-
-typedef struct sluice__listener {
-  int fd;
-  int is_pipe;
-  uv_poll_t poll;
-  char *path; /* unix: to unlink on shutdown */
-} sluice__listener;
-
 /* CoDel state of one loop's admission queue (RFC 8289 names). */
 typedef struct sluice__codel {
   uint64_t first_above; /* ns; 0: sojourn below target */
@@ -68,7 +38,7 @@ typedef struct sluice__codel {
 struct sluice__sloop {
   sluice_server *srv;
   sluice__loop *loop;
-  sluice__task start_task, drain_task, force_task;
+  sluice__task drain_task, force_task;
   struct sluice__sconn *conns; /* doubly linked */
   unsigned n_conns;
   /* admission queue: calls over a concurrency limit, oldest first (loop
@@ -92,11 +62,9 @@ struct sluice_server {
   size_t n_routes;
   void **handler_copies;
   size_t n_services;
-  sluice__listener *listeners;
-  size_t n_listeners;
+  sluice__listeners listeners;
   sluice__sloop *loops;
   unsigned n_loops;
-  unsigned next_loop;
   int started;
   int stopped; /* written under mu, read atomically: the loops are being
                   deleted; finish() from now on parks the call in orphans
@@ -108,8 +76,7 @@ struct sluice_server {
   int shut_down;
   uv_mutex_t mu;
   uv_cond_t cv;
-  unsigned live_conns;     /* guarded by mu */
-  unsigned listeners_open; /* loop 0 only */
+  unsigned live_conns; /* guarded by mu */
   /* admission and load (server_admit.c); atomics unless noted */
   int limits;      /* a concurrency limit is set: calls go through the queue
                       (constant after sluice_server_new) */
