@@ -31,6 +31,7 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   for (size_t i = 0; i < s->opts.n_method_limits; i++)
     s->limits |= s->opts.method_limits[i].limit > 0;
   s->count_calls = s->limits || s->opts.load_report;
+  sluice__list_init(&s->orphans);
   uv_mutex_init(&s->mu);
   uv_mutex_init(&s->win_mu);
   sluice_server_set_utilization(s, -1); /* not given until the user says */
@@ -129,6 +130,8 @@ int sluice_server_start(sluice_server *srv) {
   for (unsigned i = 0; i < n; i++) {
     sluice__sloop *sl = &srv->loops[i];
     sl->srv = srv;
+    sluice__list_init(&sl->conns);
+    sluice__list_init(&sl->queue);
     sluice__objcache_init(&sl->call_cache, sizeof(sluice_server_call), 128);
     int rv = sluice__loop_new(&sl->loop, NULL);
     if (rv != 0) {
@@ -148,25 +151,21 @@ int sluice_server_start(sluice_server *srv) {
 /* ---- shutdown */
 
 static void drain_loop(sluice__task *t) {
-  sluice__sloop *sl =
-      (sluice__sloop *)((char *)t - offsetof(sluice__sloop, drain_task));
+  sluice__sloop *sl = SLUICE__CONTAINER_OF(t, sluice__sloop, drain_task);
   sluice_server *srv = sl->srv;
   if (sl == &srv->loops[0])
     sluice__listeners_close(&srv->listeners);
-  for (sluice__sconn *sc = sl->conns; sc;) {
-    sluice__sconn *next = sc->next;
-    sluice__sconn_goaway(sc);
-    sc = next;
+  SLUICE__LIST_FOREACH_SAFE(n, &sl->conns) {
+    sluice__sconn_goaway(SLUICE__CONTAINER_OF(n, sluice__sconn, link));
   }
 }
 
 static void force_loop(void *ud) {
   sluice__sloop *sl = ud;
   sluice__admit_loop_close(sl);
-  for (sluice__sconn *sc = sl->conns; sc;) {
-    sluice__sconn *next = sc->next;
-    sluice__sconn_close(sc, "server shut down");
-    sc = next;
+  SLUICE__LIST_FOREACH_SAFE(n, &sl->conns) {
+    sluice__sconn_close(SLUICE__CONTAINER_OF(n, sluice__sconn, link),
+                        "server shut down");
   }
 }
 

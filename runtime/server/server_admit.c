@@ -104,31 +104,16 @@ static void account_queue_time(sluice_server *srv, uint64_t ns) {
 
 /* ---- the queue */
 
-static void enqueue(sluice__sloop *sl, sluice_server_call *call) {
-  call->queued = 1;
-  call->q_next = NULL;
-  call->q_prev = sl->q_tail;
-  if (sl->q_tail)
-    sl->q_tail->q_next = call;
-  else
-    sl->q_head = call;
-  sl->q_tail = call;
+static sluice_server_call *oldest(const sluice__sloop *sl) {
+  sluice__list *n = sluice__list_head(&sl->queue);
+  return n ? SLUICE__CONTAINER_OF(n, sluice_server_call, q_link) : NULL;
 }
 
 void sluice__admit_dequeue(sluice_server_call *call) {
-  if (!call->queued)
+  if (!sluice__list_linked(&call->q_link))
     return;
   sluice__sloop *sl = call->sl;
-  if (call->q_prev)
-    call->q_prev->q_next = call->q_next;
-  else
-    sl->q_head = call->q_next;
-  if (call->q_next)
-    call->q_next->q_prev = call->q_prev;
-  else
-    sl->q_tail = call->q_prev;
-  call->q_prev = call->q_next = NULL;
-  call->queued = 0;
+  sluice__list_remove(&call->q_link);
   __atomic_fetch_sub(&call->srv->waiting, 1, __ATOMIC_SEQ_CST);
   __atomic_fetch_sub(&sl->n_waiting, 1, __ATOMIC_SEQ_CST);
 }
@@ -182,7 +167,7 @@ static void codel_check(sluice__sloop *sl) {
   uint64_t interval = (uint64_t)srv->opts.codel_interval_ms * MS;
   uint64_t now = sluice_now_ns();
   for (;;) {
-    sluice_server_call *head = sl->q_head;
+    sluice_server_call *head = oldest(sl);
     if (!head) {
       c->first_above = 0;
       c->dropping = 0;
@@ -220,7 +205,7 @@ static void codel_check(sluice__sloop *sl) {
   }
   uint64_t next = c->dropping      ? c->drop_next
                   : c->first_above ? c->first_above
-                                   : sl->q_head->ready_ns + target;
+                                   : oldest(sl)->ready_ns + target;
   uint64_t delay = next > now ? (next - now + MS - 1) / MS : 1;
   if (!sl->codel_timer_open) {
     uv_timer_init(sluice__loop_uv(sl->loop), &sl->codel_timer);
@@ -248,8 +233,9 @@ static void drain(sluice__sloop *sl) {
   if (sl->closing)
     return;
   uint64_t now = 0;
-  for (sluice_server_call *call = sl->q_head; call;) {
-    sluice_server_call *next = call->q_next;
+  SLUICE__LIST_FOREACH_SAFE(n, &sl->queue) {
+    sluice_server_call *call =
+        SLUICE__CONTAINER_OF(n, sluice_server_call, q_link);
     if (!now)
       now = sluice_now_ns();
     uint64_t sojourn = now > call->ready_ns ? now - call->ready_ns : 0;
@@ -273,13 +259,11 @@ static void drain(sluice__sloop *sl) {
         now = 0; /* the handler took time */
       }
     }
-    call = next;
   }
 }
 
 static void on_wake(sluice__task *t) {
-  sluice__sloop *sl =
-      (sluice__sloop *)((char *)t - offsetof(sluice__sloop, wake_task));
+  sluice__sloop *sl = SLUICE__CONTAINER_OF(t, sluice__sloop, wake_task);
   __atomic_store_n(&sl->wake_posted, 0, __ATOMIC_SEQ_CST);
   drain(sl);
   codel_check(sl);
@@ -306,10 +290,11 @@ static void wake_others(sluice__sloop *sl) {
  * oldest wait on this loop, the recent mean queue time), at least 10 ms. */
 static uint32_t backlog_ms(sluice__sloop *sl) {
   uint64_t ms = 10;
-  if (sl->q_head) {
+  sluice_server_call *head = oldest(sl);
+  if (head) {
     uint64_t now = sluice_now_ns();
-    if (now > sl->q_head->ready_ns && (now - sl->q_head->ready_ns) / MS > ms)
-      ms = (now - sl->q_head->ready_ns) / MS;
+    if (now > head->ready_ns && (now - head->ready_ns) / MS > ms)
+      ms = (now - head->ready_ns) / MS;
   }
   double mean = load_double(&sl->srv->queue_ms_bits);
   if (mean > (double)ms)
@@ -365,7 +350,7 @@ void sluice__admit(sluice_server_call *call) {
                        backlog_ms(sl));
     return;
   }
-  enqueue(sl, call);
+  sluice__list_push(&sl->queue, &call->q_link);
   drain(sl);
   codel_check(sl);
 }

@@ -21,9 +21,6 @@ static void on_kick_task(sluice__task *t);
 static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
 
-#define CALL_OF(field, t)                                                      \
-  ((sluice_server_call *)((char *)(t)-offsetof(sluice_server_call, field)))
-
 static int streams_requests(const sluice_server_call *call) {
   sluice_call_kind k = call->route->method->kind;
   return k == SLUICE_CALL_CLIENT_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
@@ -70,10 +67,8 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   call->peer[pl] = '\0';
   if (sc->peer_identity)
     call->peer_identity = strdup(sc->peer_identity);
-  call->next = sc->calls;
-  if (sc->calls)
-    sc->calls->prev = call;
-  sc->calls = call;
+  sluice__list_init(&call->q_link);
+  sluice__list_push(&sc->calls, &call->link);
   sc->active_calls++;
   return call;
 }
@@ -108,14 +103,14 @@ static void scall_free(sluice_server_call *call, int on_loop) {
 void sluice__server_free_orphans(sluice_server *srv) {
   uv_mutex_lock(&srv->mu);
   srv->joined = 1;
-  sluice_server_call *call = srv->orphans;
-  srv->orphans = NULL;
   uv_mutex_unlock(&srv->mu);
-  while (call) {
-    sluice_server_call *next = call->orphan_next;
+  /* joined is set: nobody adds to the list any more. */
+  SLUICE__LIST_FOREACH_SAFE(n, &srv->orphans) {
+    sluice_server_call *call =
+        SLUICE__CONTAINER_OF(n, sluice_server_call, orphan_link);
+    sluice__list_remove(n);
     sluice__admit_release(call, 0);
     scall_free(call, 0);
-    call = next;
   }
 }
 
@@ -466,7 +461,7 @@ static void on_deadline(uv_timer_t *t) {
     return;
   if (sluice__timer_early(t, call->deadline_ns, on_deadline))
     return;
-  if (call->queued) {
+  if (sluice__list_linked(&call->q_link)) {
     char msg[96];
     uint64_t now = sluice_now_ns();
     snprintf(msg, sizeof msg,
@@ -503,8 +498,6 @@ static void dispatch(sluice_server_call *call) {
 }
 
 void sluice__scall_run(sluice_server_call *call) {
-  call->dispatched = 1;
-  call->handler_owes = 1;
   call->refs++; /* the handler's, released by finish */
   call->route->dispatch(call, call->req, call->route->handlers,
                         call->route->user_data);
@@ -563,13 +556,7 @@ static void tell_done(sluice_server_call *call, int cancelled) {
 void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   sluice__sconn *sc = call->sc;
   if (sc) {
-    if (call->prev)
-      call->prev->next = call->next;
-    else
-      sc->calls = call->next;
-    if (call->next)
-      call->next->prev = call->prev;
-    call->prev = call->next = NULL;
+    sluice__list_remove(&call->link);
     size_t left = sluice__recv_take_unconsumed(&call->recv);
     if (left && sc->conn.session)
       nghttp2_session_consume_connection(sc->conn.session, left);
@@ -598,7 +585,8 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
 /* ---- tasks posted from any thread */
 
 static void on_kick_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(kick_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, kick_task);
   sluice__loop_posted_clear(&call->kick_posted);
   if (!call->responded)
     push_out(call);
@@ -609,13 +597,15 @@ static void kick(sluice_server_call *call) {
 }
 
 static void on_ready_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(ready_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, ready_task);
   if (!call->responded && call->handlers_set && call->h.on_send_ready)
     call->h.on_send_ready(call, call->h_ud);
 }
 
 static void on_resume_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(resume_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, resume_task);
   sluice__loop_posted_clear(&call->resume_posted);
   if (!call->handlers_set) {
     /* handlers_set is published before the post, so this is a pause
@@ -650,8 +640,8 @@ static void post_resume(sluice_server_call *call) {
 /* ---- finishing, from any thread */
 
 static void on_finish_task(sluice__task *t) {
-  sluice_server_call *call = (sluice_server_call *)t;
-  call->handler_owes = 0;
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
   sluice__admit_release(call, 1);
   if (call->sc && !call->responded) {
@@ -752,8 +742,7 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   /* The loops are being torn down and may still touch the call (closing
    * its stream): it is freed once they have exited
    * (sluice__server_free_orphans). */
-  call->orphan_next = srv->orphans;
-  srv->orphans = call;
+  sluice__list_push(&srv->orphans, &call->orphan_link);
   uv_mutex_unlock(&srv->mu);
   return 0;
 }

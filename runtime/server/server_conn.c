@@ -69,8 +69,6 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   } else if (IS("grpc-accept-encoding")) {
     call->accept_gzip =
         sluice__accept_encoding_has(v, vlen, SLUICE_COMPRESS_GZIP);
-  } else if (IS("te")) {
-    call->have_te = 1;
   } else if (n[0] != ':' || IS(":authority")) {
     if (!sluice__md_is_reserved(n, nlen) || IS("user-agent") ||
         IS(":authority"))
@@ -192,24 +190,18 @@ static void init_callbacks(void) {
 
 static void on_closed(sluice__conn *conn, const char *reason) {
   (void)reason;
-  sluice__sconn *sc = (sluice__sconn *)conn;
-  sluice__sloop *sl = sc->sl;
+  sluice__sconn *sc = SLUICE__CONTAINER_OF(conn, sluice__sconn, conn);
   /* nghttp2_session_del does not report stream closes: end each call. */
-  while (sc->calls) {
-    sluice_server_call *call = sc->calls;
+  for (sluice__list *n; (n = sluice__list_head(&sc->calls));) {
+    sluice_server_call *call =
+        SLUICE__CONTAINER_OF(n, sluice_server_call, link);
     sc->active_calls--;
     sluice__scall_stream_closed(call, NGHTTP2_CANCEL); /* unlinks it */
   }
   if (conn->session)
     nghttp2_session_del(conn->session);
-  if (sc->prev)
-    sc->prev->next = sc->next;
-  else
-    sl->conns = sc->next;
-  if (sc->next)
-    sc->next->prev = sc->prev;
-  sl->n_conns--;
-  sluice_server *srv = sl->srv;
+  sluice__list_remove(&sc->link);
+  sluice_server *srv = sc->sl->srv;
   free(sc->peer_identity);
   free(sc);
   sluice__server_conn_gone(srv);
@@ -217,7 +209,7 @@ static void on_closed(sluice__conn *conn, const char *reason) {
 
 /* TLS established: remember who the client proved to be (mutual TLS). */
 static void on_established(sluice__conn *conn) {
-  sluice__sconn *sc = (sluice__sconn *)conn;
+  sluice__sconn *sc = SLUICE__CONTAINER_OF(conn, sluice__sconn, conn);
   sc->peer_identity = sluice__tls_peer_subject(conn->tls);
 }
 
@@ -235,11 +227,8 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
     free(sc);
     return SLUICE_ERR_NOMEM;
   }
-  sc->next = sl->conns;
-  if (sl->conns)
-    sl->conns->prev = sc;
-  sl->conns = sc;
-  sl->n_conns++;
+  sluice__list_init(&sc->calls);
+  sluice__list_push(&sl->conns, &sc->link);
   uv_mutex_lock(&sl->srv->mu);
   sl->srv->live_conns++;
   uv_mutex_unlock(&sl->srv->mu);

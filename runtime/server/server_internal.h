@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "core/list.h"
 #include "core/loop.h"
 #include "core/objcache.h"
 #include "server/listener.h"
@@ -38,12 +39,11 @@ typedef struct sluice__codel {
 struct sluice__sloop {
   sluice_server *srv;
   sluice__loop *loop;
-  sluice__task drain_task, force_task;
-  struct sluice__sconn *conns; /* doubly linked */
-  unsigned n_conns;
+  sluice__task drain_task;
+  sluice__list conns; /* sluice__sconn.link */
   /* admission queue: calls over a concurrency limit, oldest first (loop
    * thread only, except the two atomics) */
-  struct sluice_server_call *q_head, *q_tail;
+  sluice__list queue;     /* sluice_server_call.q_link */
   int n_waiting;          /* atomic: queue length, read by other loops */
   int wake_posted;        /* atomic: wake_task queued */
   sluice__task wake_task; /* a slot was freed on another loop */
@@ -71,8 +71,9 @@ struct sluice_server {
                   instead of posting */
   int joined;  /* guarded by mu: every loop thread has exited; finish()
                   from now on frees the call on its own thread */
-  struct sluice_server_call *orphans; /* guarded by mu: finished after
-                                         stopped, freed once joined */
+  sluice__list orphans; /* guarded by mu: calls finished after stopped
+                           (sluice_server_call.orphan_link), freed once
+                           joined */
   int shut_down;
   uv_mutex_t mu;
   uv_cond_t cv;
@@ -95,14 +96,14 @@ struct sluice_server {
 
 /* One HTTP/2 server connection. */
 struct sluice__sconn {
-  sluice__conn conn; /* first */
+  sluice__conn conn;
   sluice__sloop *sl;
-  sluice__sconn *prev, *next;
+  sluice__list link; /* in sl->conns */
   int draining;
   char *peer_identity; /* verified client certificate subject, or NULL */
   unsigned active_calls;
-  struct sluice_server_call *calls; /* attached to a stream; linked */
-  uint64_t load_next_ns;            /* next load report due (report interval) */
+  sluice__list calls;    /* attached to a stream (sluice_server_call.link) */
+  uint64_t load_next_ns; /* next load report due (report interval) */
 };
 
 struct sluice_server_call {
@@ -110,9 +111,9 @@ struct sluice_server_call {
   sluice__task kick_task;   /* submit headers / resume data (any thread) */
   sluice__task ready_task;  /* report on_send_ready */
   sluice__task resume_task; /* handlers set or pause changed (any thread) */
-  int kick_posted, resume_posted;  /* atomic */
-  sluice_server_call *prev, *next; /* in sc->calls while attached */
-  sluice__sconn *sc;               /* NULL once the stream is gone */
+  int kick_posted, resume_posted; /* atomic */
+  sluice__list link;              /* in sc->calls while attached */
+  sluice__sconn *sc;              /* NULL once the stream is gone */
   sluice_server *srv;
   sluice__sloop *sl;
   int32_t stream_id;
@@ -121,7 +122,6 @@ struct sluice_server_call {
   char *path; /* path_buf, or strndup'd when longer */
   char path_buf[96];
   int bad_method, bad_content_type;
-  int have_te;
   uint64_t deadline_ns;
   int bad_timeout;
   int enc_ok;             /* request grpc-encoding known (or absent) */
@@ -135,7 +135,6 @@ struct sluice_server_call {
   int n_msgs;
   int half_closed;     /* the client's END_STREAM arrived */
   int half_close_told; /* on_half_close fired */
-  int dispatched;
   sluice_status_code fail_code;
   const char *fail_reason;
   char fail_buf[160];
@@ -144,14 +143,12 @@ struct sluice_server_call {
   uv_timer_t timer;
   int timer_open;
   /* admission (server_admit.c; loop thread) */
-  sluice_server_call *q_prev, *q_next; /* in sl's queue while queued */
-  sluice_server_call *orphan_next;     /* in srv->orphans */
-  int queued;
-  int slot;             /* holds a concurrency slot, given back by finish */
-  uint64_t ready_ns;    /* request ready for the handler (queue entry) */
+  sluice__list q_link;      /* in sl's queue while queued (linked) */
+  sluice__list orphan_link; /* in srv->orphans */
+  int slot;                 /* holds a concurrency slot, given back by finish */
+  uint64_t ready_ns;        /* request ready for the handler (queue entry) */
   uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
   int refs;             /* stream + handler + timer */
-  int handler_owes;     /* dispatched, finish not yet called */
   int responded;        /* the final status is decided: nothing more from the
                            handler is sent */
   int headers_sent;     /* atomic: response HEADERS submitted */
