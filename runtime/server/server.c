@@ -27,14 +27,10 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
     return SLUICE_ERR_NOMEM;
   }
   sluice_server_opts_del(defaults);
-  s->limits = s->opts.max_calls > 0;
-  for (size_t i = 0; i < s->opts.n_method_limits; i++)
-    s->limits |= s->opts.method_limits[i].limit > 0;
-  s->count_calls = s->limits || s->opts.load_report;
+  sluice__load_init(&s->load, &s->opts);
+  sluice__admit_init(&s->admit, &s->opts, &s->load);
   sluice__list_init(&s->orphans);
   uv_mutex_init(&s->mu);
-  uv_mutex_init(&s->win_mu);
-  sluice_server_set_utilization(s, -1); /* not given until the user says */
   uv_cond_init(&s->cv);
   *out = s;
   return 0;
@@ -81,25 +77,31 @@ int sluice_server_add_service(sluice_server *srv,
     r->dispatch = dispatch[i];
     r->handlers = copy;
     r->user_data = user_data;
-    r->limit = 0;
-    r->in_flight = 0;
+    r->limit.limit = 0;
+    r->limit.in_flight = 0;
     for (size_t j = 0; j < srv->opts.n_method_limits; j++)
       if (strcmp(srv->opts.method_limits[j].path, r->method->path) == 0)
-        r->limit = srv->opts.method_limits[j].limit;
+        r->limit.limit = srv->opts.method_limits[j].limit;
   }
   return 0;
 }
 
 /* Linear: services have few methods; a hash comes with the benchmarks if a
  * profile shows it. */
-const sluice__route *sluice__server_route(const sluice_server *srv,
-                                          const char *path, size_t len) {
+sluice__route *sluice__server_route(sluice_server *srv, const char *path,
+                                    size_t len) {
   for (size_t i = 0; i < srv->n_routes; i++) {
     const char *p = srv->routes[i].method->path;
     if (strlen(p) == len && memcmp(p, path, len) == 0)
       return &srv->routes[i];
   }
   return NULL;
+}
+
+int sluice_server_set_utilization(sluice_server *srv, double utilization) {
+  if (!srv)
+    return SLUICE_ERR_INVALID_ARG;
+  return sluice__load_set_utilization(&srv->load, utilization);
 }
 
 /* ---- listening */
@@ -125,13 +127,15 @@ int sluice_server_start(sluice_server *srv) {
       n = 1;
   }
   srv->loops = calloc(n, sizeof *srv->loops);
-  if (!srv->loops)
+  if (!srv->loops || sluice__admit_start(&srv->admit, n) != 0) {
+    free(srv->loops);
+    srv->loops = NULL;
     return SLUICE_ERR_NOMEM;
+  }
   for (unsigned i = 0; i < n; i++) {
     sluice__sloop *sl = &srv->loops[i];
     sl->srv = srv;
     sluice__list_init(&sl->conns);
-    sluice__list_init(&sl->queue);
     sluice__objcache_init(&sl->call_cache, sizeof(sluice_server_call), 128);
     int rv = sluice__loop_new(&sl->loop, NULL);
     if (rv != 0) {
@@ -140,10 +144,11 @@ int sluice_server_start(sluice_server *srv) {
       sluice_server_shutdown(srv, 0);
       return rv;
     }
+    sl->aq = sluice__admit_queue_open(&srv->admit, sl->loop);
     srv->n_loops = i + 1;
   }
   srv->started = 1;
-  sluice__admit_init(srv);
+  sluice__load_start(&srv->load);
   sluice__listeners_start(&srv->listeners, srv->loops, srv->n_loops);
   return 0;
 }
@@ -162,7 +167,7 @@ static void drain_loop(sluice__task *t) {
 
 static void force_loop(void *ud) {
   sluice__sloop *sl = ud;
-  sluice__admit_loop_close(sl);
+  sluice__admit_loop_close(sl->aq);
   SLUICE__LIST_FOREACH_SAFE(n, &sl->conns) {
     sluice__sconn_close(SLUICE__CONTAINER_OF(n, sluice__sconn, link),
                         "server shut down");
@@ -201,6 +206,7 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   /* Late finishes are parked until the loops are gone ... */
   __atomic_store_n(&srv->stopped, 1, __ATOMIC_SEQ_CST);
   uv_mutex_unlock(&srv->mu);
+  sluice__admit_stop(&srv->admit); /* no loop is woken from now on */
   /* ... and those that checked before are posted before a loop goes. */
   for (unsigned i = 0; i < srv->n_loops; i++)
     while (__atomic_load_n(&srv->loops[i].finishing, __ATOMIC_SEQ_CST) != 0)
@@ -227,8 +233,9 @@ void sluice_server_del(sluice_server *srv) {
   free(srv->routes);
   free(srv->loops);
   sluice__server_opts_clear(&srv->opts);
+  sluice__admit_destroy(&srv->admit);
+  sluice__load_destroy(&srv->load);
   uv_mutex_destroy(&srv->mu);
-  uv_mutex_destroy(&srv->win_mu);
   uv_cond_destroy(&srv->cv);
   free(srv);
 }

@@ -31,6 +31,37 @@ static int streams_responses(const sluice_server_call *call) {
   return k == SLUICE_CALL_SERVER_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
 }
 
+/* ---- admission's ops */
+
+/* Runs the handler (admitted; the deadline timer is armed). */
+static void run(sluice_server_call *call) {
+  call->refs++; /* the handler's, released by finish */
+  call->route->dispatch(call, call->req, call->route->handlers,
+                        call->route->user_data);
+}
+
+/* Answers with an error and grpc-retry-pushback-ms (pushback_ms, 0: none)
+ * instead of running the handler. */
+static void shed(sluice_server_call *call, sluice_status_code code,
+                 const char *message, uint32_t pushback_ms) {
+  if (call->responded || !call->sc)
+    return;
+  call->pushback_ms = pushback_ms;
+  sluice__scall_fail(call, code, message);
+}
+
+static void on_admitted(sluice__admit_item *it) {
+  run(SLUICE__CONTAINER_OF(it, sluice_server_call, adm));
+}
+
+static void on_shed(sluice__admit_item *it, sluice_status_code code,
+                    const char *message, uint32_t pushback_ms) {
+  shed(SLUICE__CONTAINER_OF(it, sluice_server_call, adm), code, message,
+       pushback_ms);
+}
+
+static const sluice__admit_ops admit_ops = {on_admitted, on_shed};
+
 sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
   sluice_server_call *call = sluice__objcache_get(&sc->sl->call_cache);
@@ -67,7 +98,7 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   call->peer[pl] = '\0';
   if (sc->peer_identity)
     call->peer_identity = strdup(sc->peer_identity);
-  sluice__list_init(&call->q_link);
+  sluice__admit_item_init(&call->adm, &admit_ops);
   sluice__list_push(&sc->calls, &call->link);
   sc->active_calls++;
   return call;
@@ -109,7 +140,7 @@ void sluice__server_free_orphans(sluice_server *srv) {
     sluice_server_call *call =
         SLUICE__CONTAINER_OF(n, sluice_server_call, orphan_link);
     sluice__list_remove(n);
-    sluice__admit_release(call, 0);
+    sluice__admit_release(call->sl->aq, &call->adm, 0);
     scall_free(call, 0);
   }
 }
@@ -153,16 +184,9 @@ typedef struct status_bufs {
 /* The load report goes in every response's trailers, or at most once per
  * interval on a connection (and always with a shed call's pushback). */
 static int want_load_report(sluice_server_call *call) {
-  const sluice_server_opts *o = &call->srv->opts;
-  if (!o->load_report)
-    return 0;
-  if (!o->load_report_interval_ms || call->pushback_ms || !call->sc)
-    return 1;
-  uint64_t now = sluice_now_ns();
-  if (now < call->sc->load_next_ns)
-    return 0;
-  call->sc->load_next_ns = now + o->load_report_interval_ms * 1000000ull;
-  return 1;
+  return sluice__load_due(&call->srv->load, call->pushback_ms || !call->sc
+                                                ? NULL
+                                                : &call->sc->load_pacer);
 }
 
 /* Trailers carrying call->code/message, the trailing metadata,
@@ -189,8 +213,11 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
     snprintf(b->pushback, sizeof b->pushback, "%u", call->pushback_ms);
     sluice__nvs_add_str(h, "grpc-retry-pushback-ms", b->pushback);
   }
-  size_t ll =
-      want_load_report(call) ? sluice__load_report(call->srv, b->load) : 0;
+  size_t ll = want_load_report(call)
+                  ? sluice__load_report(
+                        &call->srv->load,
+                        sluice__admit_in_flight(&call->srv->admit), b->load)
+                  : 0;
   if (ll) {
     sluice__nvs_add(h, "endpoint-load-metrics-bin", 25, b->load, ll);
     /* A new value every time: keep it out of the HPACK dynamic table. */
@@ -331,7 +358,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   close_md(call, SLUICE__MD_TRAILING);
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
-  sluice__admit_dequeue(call);
+  sluice__admit_dequeue(call->sl->aq, &call->adm);
   close_timer(call);
   call->code = code;
   free(call->message);
@@ -461,13 +488,13 @@ static void on_deadline(uv_timer_t *t) {
     return;
   if (sluice__timer_early(t, call->deadline_ns, on_deadline))
     return;
-  if (sluice__list_linked(&call->q_link)) {
+  if (sluice__admit_queued(&call->adm)) {
     char msg[96];
     uint64_t now = sluice_now_ns();
     snprintf(msg, sizeof msg,
              "deadline exceeded while queued on the server (%llu ms)",
-             (unsigned long long)(now > call->ready_ns
-                                      ? (now - call->ready_ns) / 1000000u
+             (unsigned long long)(now > call->adm.ready_ns
+                                      ? (now - call->adm.ready_ns) / 1000000u
                                       : 0));
     sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
     return;
@@ -494,21 +521,19 @@ static void dispatch(sluice_server_call *call) {
                                  on_deadline);
   }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
-  sluice__admit(call);
-}
-
-void sluice__scall_run(sluice_server_call *call) {
-  call->refs++; /* the handler's, released by finish */
-  call->route->dispatch(call, call->req, call->route->handlers,
-                        call->route->user_data);
-}
-
-void sluice__scall_shed(sluice_server_call *call, sluice_status_code code,
-                        const char *message, uint32_t pushback_ms) {
-  if (call->responded || !call->sc)
-    return;
-  call->pushback_ms = pushback_ms;
-  sluice__scall_fail(call, code, message);
+  call->adm.limit = &call->route->limit;
+  call->adm.deadline_ns = call->deadline_ns;
+  sluice__admit_refusal why;
+  switch (sluice__admit(call->sl->aq, &call->adm, &why)) {
+  case SLUICE__ADMIT_RUN:
+    run(call);
+    break;
+  case SLUICE__ADMIT_REFUSED:
+    shed(call, why.code, why.message, why.pushback_ms);
+    break;
+  case SLUICE__ADMIT_QUEUED: /* the queue tells through admit_ops */
+    break;
+  }
 }
 
 void sluice__scall_headers_done(sluice_server_call *call) {
@@ -562,7 +587,7 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
       nghttp2_session_consume_connection(sc->conn.session, left);
   }
   call->sc = NULL;
-  sluice__admit_dequeue(call);
+  sluice__admit_dequeue(call->sl->aq, &call->adm);
   /* One rule for every kind of call: cancelled 0 only when the handler
    * finished the call and its status went out on a cleanly closed stream.
    * A status the library decided (the deadline passed, a bad request,
@@ -643,7 +668,7 @@ static void on_finish_task(sluice__task *t) {
   sluice_server_call *call =
       SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
-  sluice__admit_release(call, 1);
+  sluice__admit_release(call->sl->aq, &call->adm, 1);
   if (call->sc && !call->responded) {
     call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
@@ -735,7 +760,7 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   if (srv->joined) {
     /* The loops are gone and the stream with them: nothing to send. */
     uv_mutex_unlock(&srv->mu);
-    sluice__admit_release(call, 0);
+    sluice__admit_release(sl->aq, &call->adm, 0);
     scall_free(call, 0);
     return 0;
   }

@@ -8,7 +8,9 @@
 #include "core/list.h"
 #include "core/loop.h"
 #include "core/objcache.h"
+#include "server/admit.h"
 #include "server/listener.h"
+#include "server/load_report.h"
 #include "server/server_opts.h"
 #include "sluice/server.h"
 #include "transport/conn.h"
@@ -24,33 +26,15 @@ typedef struct sluice__route {
   sluice_unary_dispatch dispatch;
   const void *handlers; /* the service's copy */
   void *user_data;
-  uint32_t limit; /* max concurrent calls of this method; 0: none */
-  int in_flight;  /* atomic: this method's calls holding a slot (limit only) */
+  sluice__admit_limit limit; /* max concurrent calls of this method */
 } sluice__route;
-
-/* CoDel state of one loop's admission queue (RFC 8289 names). */
-typedef struct sluice__codel {
-  uint64_t first_above; /* ns; 0: sojourn below target */
-  uint64_t drop_next;   /* ns */
-  uint32_t count, lastcount;
-  int dropping;
-} sluice__codel;
 
 struct sluice__sloop {
   sluice_server *srv;
   sluice__loop *loop;
   sluice__task drain_task;
-  sluice__list conns; /* sluice__sconn.link */
-  /* admission queue: calls over a concurrency limit, oldest first (loop
-   * thread only, except the two atomics) */
-  sluice__list queue;     /* sluice_server_call.q_link */
-  int n_waiting;          /* atomic: queue length, read by other loops */
-  int wake_posted;        /* atomic: wake_task queued */
-  sluice__task wake_task; /* a slot was freed on another loop */
-  sluice__codel codel;
-  uv_timer_t codel_timer;
-  int codel_timer_open;
-  int closing; /* the loop is being torn down: admit nothing more */
+  sluice__list conns;          /* sluice__sconn.link */
+  sluice__admit_queue *aq;     /* admission */
   sluice__objcache call_cache; /* freed call objects (loop thread only) */
   int finishing; /* atomic: finish() calls on this loop's calls between
                     their check of srv->stopped and their post */
@@ -78,20 +62,8 @@ struct sluice_server {
   uv_mutex_t mu;
   uv_cond_t cv;
   unsigned live_conns; /* guarded by mu */
-  /* admission and load (server_admit.c); atomics unless noted */
-  int limits;      /* a concurrency limit is set: calls go through the queue
-                      (constant after sluice_server_new) */
-  int count_calls; /* limits or load report: in_flight is kept (constant) */
-  int in_flight;   /* handlers running or owed a finish */
-  int waiting;     /* calls queued on every loop */
-  uint64_t completions;   /* handlers finished */
-  uint64_t q_sum_us, q_n; /* queue time of calls that left the queue */
-  uv_mutex_t win_mu;      /* one thread rolls the load window */
-  uint64_t win_start;     /* ns */
-  uint64_t win_completions, win_q_sum_us, win_q_n; /* under win_mu */
-  uint64_t rps_bits, queue_ms_bits; /* doubles of the last window */
-  uint64_t app_util_bits; /* atomic double: sluice_server_set_utilization,
-                             negative = not given */
+  sluice__load load;
+  sluice__admission admit;
 };
 
 /* One HTTP/2 server connection. */
@@ -102,8 +74,8 @@ struct sluice__sconn {
   int draining;
   char *peer_identity; /* verified client certificate subject, or NULL */
   unsigned active_calls;
-  sluice__list calls;    /* attached to a stream (sluice_server_call.link) */
-  uint64_t load_next_ns; /* next load report due (report interval) */
+  sluice__list calls; /* attached to a stream (sluice_server_call.link) */
+  sluice__load_pacer load_pacer; /* next load report due */
 };
 
 struct sluice_server_call {
@@ -117,7 +89,7 @@ struct sluice_server_call {
   sluice_server *srv;
   sluice__sloop *sl;
   int32_t stream_id;
-  const sluice__route *route;
+  sluice__route *route;
   /* request */
   char *path; /* path_buf, or strndup'd when longer */
   char path_buf[96];
@@ -142,11 +114,8 @@ struct sluice_server_call {
   char *peer_identity; /* copied from the connection, or NULL */
   uv_timer_t timer;
   int timer_open;
-  /* admission (server_admit.c; loop thread) */
-  sluice__list q_link;      /* in sl's queue while queued (linked) */
+  sluice__admit_item adm;   /* admission (admit.c; loop thread) */
   sluice__list orphan_link; /* in srv->orphans */
-  int slot;                 /* holds a concurrency slot, given back by finish */
-  uint64_t ready_ns;        /* request ready for the handler (queue entry) */
   uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
   int refs;             /* stream + handler + timer */
   int responded;        /* the final status is decided: nothing more from the
@@ -209,34 +178,9 @@ void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
 /* The stream closed (or the connection died; h2_error then CANCEL). */
 void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error);
 void sluice__scall_unref(sluice_server_call *call);
-/* Runs the handler (admitted; the deadline timer is armed). */
-void sluice__scall_run(sluice_server_call *call);
-/* Answers with an error and grpc-retry-pushback-ms (the call was shed). */
-void sluice__scall_shed(sluice_server_call *call, sluice_status_code code,
-                        const char *message, uint32_t pushback_ms);
 
-/* server_admit.c: concurrency limits, the admission queue, CoDel and the
- * load report. */
-/* The server and loops are set up: initial state of admission. */
-void sluice__admit_init(sluice_server *srv);
-/* The request is ready for its handler (deadline timer armed): runs it now,
- * queues it, or sheds it (RESOURCE_EXHAUSTED). */
-void sluice__admit(sluice_server_call *call);
-/* The handler finished: gives its slot back and admits waiting calls (on
- * this loop at once, on other loops through a posted wake-up). on_loop 0:
- * the loops are gone (finish after shutdown): only the counters. */
-void sluice__admit_release(sluice_server_call *call, int on_loop);
-/* Takes a queued call out of its queue (answered, or its stream ended). */
-void sluice__admit_dequeue(sluice_server_call *call);
-/* Loop teardown: admit nothing more, close the CoDel timer. */
-void sluice__admit_loop_close(sluice__sloop *sl);
-/* The load report for a response's trailers: base64 of an ORCA
- * OrcaLoadReport into out (at least SLUICE__LOAD_REPORT_B64 bytes). Returns
- * its length (0: none). */
-#define SLUICE__LOAD_REPORT_B64 128
-size_t sluice__load_report(sluice_server *srv, char *out);
-const sluice__route *sluice__server_route(const sluice_server *srv,
-                                          const char *path, size_t len);
+sluice__route *sluice__server_route(sluice_server *srv, const char *path,
+                                    size_t len);
 void sluice__server_conn_gone(sluice_server *srv);
 
 #endif
