@@ -44,7 +44,7 @@ static void run(sluice_server_call *call) {
  * instead of running the handler. */
 static void shed(sluice_server_call *call, sluice_status_code code,
                  const char *message, uint32_t pushback_ms) {
-  if (call->responded || !call->sc)
+  if (call->responded || !call->conn)
     return;
   call->pushback_ms = pushback_ms;
   sluice__scall_fail(call, code, message);
@@ -62,29 +62,33 @@ static void on_shed(sluice__admit_item *it, sluice_status_code code,
 
 static const sluice__admit_ops admit_ops = {on_admitted, on_shed};
 
-sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
+sluice_server_call *sluice__scall_new(sluice__sloop *sl, sluice__conn *conn,
+                                      int32_t stream_id,
+                                      const char *peer_identity,
+                                      sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
-  sluice_server_call *call = sluice__objcache_get(&sc->sl->call_cache);
+  sluice_server_call *call = sluice__objcache_get(&sl->call_cache);
   if (!call)
     return NULL;
   if (sluice_metadata_new(&call->md) != 0) {
-    sluice__objcache_put(&sc->sl->call_cache, call);
+    sluice__objcache_put(&sl->call_cache, call);
     return NULL;
   }
-  if (sluice__sendq_init(&call->sendq, sc->sl->srv->opts.send_buffer) != 0) {
+  if (sluice__sendq_init(&call->sendq, sl->srv->opts.send_buffer) != 0) {
     sluice_metadata_del(call->md);
-    sluice__objcache_put(&sc->sl->call_cache, call);
+    sluice__objcache_put(&sl->call_cache, call);
     return NULL;
   }
   if (uv_mutex_init(&call->md_mu) != 0) {
     sluice__sendq_destroy(&call->sendq);
     sluice_metadata_del(call->md);
-    sluice__objcache_put(&sc->sl->call_cache, call);
+    sluice__objcache_put(&sl->call_cache, call);
     return NULL;
   }
-  call->sc = sc;
-  call->sl = sc->sl;
-  call->srv = sc->sl->srv;
+  call->conn = conn;
+  call->pacer = pacer;
+  call->sl = sl;
+  call->srv = sl->srv;
   call->stream_id = stream_id;
   call->refs = 1; /* the stream's */
   call->enc_ok = 1;
@@ -93,14 +97,12 @@ sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
   /* strnlen + memcpy: snprintf here cost more than the rest of setup. */
-  size_t pl = strnlen(sc->conn.peer, sizeof call->peer - 1);
-  memcpy(call->peer, sc->conn.peer, pl);
+  size_t pl = strnlen(conn->peer, sizeof call->peer - 1);
+  memcpy(call->peer, conn->peer, pl);
   call->peer[pl] = '\0';
-  if (sc->peer_identity)
-    call->peer_identity = strdup(sc->peer_identity);
+  if (peer_identity)
+    call->peer_identity = strdup(peer_identity);
   sluice__admit_item_init(&call->adm, &admit_ops);
-  sluice__list_push(&sc->calls, &call->link);
-  sc->active_calls++;
   return call;
 }
 
@@ -184,9 +186,8 @@ typedef struct status_bufs {
 /* The load report goes in every response's trailers, or at most once per
  * interval on a connection (and always with a shed call's pushback). */
 static int want_load_report(sluice_server_call *call) {
-  return sluice__load_due(&call->srv->load, call->pushback_ms || !call->sc
-                                                ? NULL
-                                                : &call->sc->load_pacer);
+  return sluice__load_due(
+      &call->srv->load, call->pushback_ms || !call->conn ? NULL : call->pacer);
 }
 
 /* Trailers carrying call->code/message, the trailing metadata,
@@ -270,7 +271,7 @@ static int response_compressed(const sluice_server_call *call) {
 /* Submits the response HEADERS with a data provider on the send queue, or
  * a Trailers-Only answer when the status is decided and nothing was sent. */
 static void submit_headers(sluice_server_call *call, int http_status) {
-  sluice__sconn *sc = call->sc;
+  sluice__conn *conn = call->conn;
   sluice__nvs h;
   sluice__nvs_init(&h);
   char st[16];
@@ -299,34 +300,34 @@ static void submit_headers(sluice_server_call *call, int http_status) {
     dp.read_callback = read_response;
     rv = sluice__nvs_failed(&h)
              ? -1
-             : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
+             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
                                        h.n, &dp);
   } else {
     /* Trailers-Only: one HEADERS frame with END_STREAM. */
     rv = add_status(&h, call, &b) != 0
              ? -1
-             : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
+             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
                                        h.n, NULL);
     call->final_sent = rv == 0;
   }
   sluice__nvs_free(&h);
   free(b.msg);
   if (rv != 0)
-    nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
-                              call->stream_id, NGHTTP2_INTERNAL_ERROR);
-  sluice__conn_want_write(&sc->conn);
+    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                              NGHTTP2_INTERNAL_ERROR);
+  sluice__conn_want_write(conn);
 }
 
 /* Loop: pushes out what the handler queued (headers first). */
 static void push_out(sluice_server_call *call) {
-  if (!call->sc)
+  if (!call->conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
     submit_headers(call, call->bad_content_type ? 415 : 200);
     return;
   }
-  nghttp2_session_resume_data(call->sc->conn.session, call->stream_id);
-  sluice__conn_want_write(&call->sc->conn);
+  nghttp2_session_resume_data(call->conn->session, call->stream_id);
+  sluice__conn_want_write(call->conn);
 }
 
 /* A status the library decided, once the response headers are out: the
@@ -334,21 +335,21 @@ static void push_out(sluice_server_call *call) {
  * may never run again (a client that reads nothing more); the messages
  * were dropped and the trailers, a HEADERS frame, need no window. */
 static void end_now(sluice_server_call *call) {
-  sluice__sconn *sc = call->sc;
+  sluice__conn *conn = call->conn;
   sluice__nvs t;
   sluice__nvs_init(&t);
   status_bufs b;
-  int rv = add_status(&t, call, &b) != 0
-               ? -1
-               : nghttp2_submit_trailer(sc->conn.session, call->stream_id, t.nv,
-                                        t.n);
+  int rv =
+      add_status(&t, call, &b) != 0
+          ? -1
+          : nghttp2_submit_trailer(conn->session, call->stream_id, t.nv, t.n);
   sluice__nvs_free(&t);
   free(b.msg);
   call->final_sent = rv == 0;
   if (rv != 0)
-    nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
-                              call->stream_id, NGHTTP2_INTERNAL_ERROR);
-  sluice__conn_want_write(&sc->conn);
+    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                              NGHTTP2_INTERNAL_ERROR);
+  sluice__conn_want_write(conn);
 }
 
 /* Decides the final status on the loop: code/message (copied); queued
@@ -368,7 +369,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
     sluice__sendq_abort(&call->sendq);
   else
     sluice__sendq_close(&call->sendq, &deferred);
-  if (drop && call->sc && !call->final_sent &&
+  if (drop && call->conn && !call->final_sent &&
       __atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE))
     end_now(call);
   else
@@ -377,7 +378,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
 
 void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
                         const char *message) {
-  if (call->responded || !call->sc)
+  if (call->responded || !call->conn)
     return;
   decide(call, code, message, 1);
 }
@@ -387,9 +388,9 @@ void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
 static void tell_done(sluice_server_call *call, int cancelled);
 
 static void give_back(sluice_server_call *call, size_t n) {
-  if (n && call->sc && call->sc->conn.session) {
-    nghttp2_session_consume(call->sc->conn.session, call->stream_id, n);
-    sluice__conn_want_write(&call->sc->conn);
+  if (n && call->conn && call->conn->session) {
+    nghttp2_session_consume(call->conn->session, call->stream_id, n);
+    sluice__conn_want_write(call->conn);
   }
 }
 
@@ -466,7 +467,7 @@ static void fail_from_recv(sluice_server_call *call, sluice_status_code code,
 
 void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
                         size_t len) {
-  nghttp2_session *s = call->sc->conn.session;
+  nghttp2_session *s = call->conn->session;
   if (call->responded || !call->route) {
     nghttp2_session_consume(s, call->stream_id, len);
     return;
@@ -484,7 +485,7 @@ void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
 
 static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
-  if (call->responded || !call->sc)
+  if (call->responded || !call->conn)
     return;
   if (sluice__timer_early(t, call->deadline_ns, on_deadline))
     return;
@@ -579,14 +580,14 @@ static void tell_done(sluice_server_call *call, int cancelled) {
 }
 
 void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
-  sluice__sconn *sc = call->sc;
-  if (sc) {
-    sluice__list_remove(&call->link);
+  sluice__conn *conn = call->conn;
+  if (conn) {
     size_t left = sluice__recv_take_unconsumed(&call->recv);
-    if (left && sc->conn.session)
-      nghttp2_session_consume_connection(sc->conn.session, left);
+    if (left && conn->session)
+      nghttp2_session_consume_connection(conn->session, left);
   }
-  call->sc = NULL;
+  call->conn = NULL;
+  call->pacer = NULL;
   sluice__admit_dequeue(call->sl->aq, &call->adm);
   /* One rule for every kind of call: cancelled 0 only when the handler
    * finished the call and its status went out on a cleanly closed stream.
@@ -637,7 +638,7 @@ static void on_resume_task(sluice__task *t) {
      * change before set_handlers; stay held. */
     return;
   }
-  if (!call->sc) { /* the stream ended before the handler registered */
+  if (!call->conn) { /* the stream ended before the handler registered */
     tell_done(call, call->end_cancelled);
     return;
   }
@@ -669,7 +670,7 @@ static void on_finish_task(sluice__task *t) {
       SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
   sluice__admit_release(call->sl->aq, &call->adm, 1);
-  if (call->sc && !call->responded) {
+  if (call->conn && !call->responded) {
     call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
   }

@@ -21,9 +21,12 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS ||
       frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
-  sluice_server_call *call = sluice__scall_new(sc, frame->hd.stream_id);
+  sluice_server_call *call =
+      sluice__scall_new(sc->sl, &sc->conn, frame->hd.stream_id,
+                        sc->peer_identity, &sc->load_pacer);
   if (!call)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+  sluice__list_push(&sc->calls, &call->link);
   nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, call);
   return 0;
 }
@@ -159,9 +162,9 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
   if (!call)
     return 0;
   nghttp2_session_set_stream_user_data(s, id, NULL);
-  sc->active_calls--;
+  sluice__list_remove(&call->link);
   sluice__scall_stream_closed(call, err);
-  if (sc->draining && sc->active_calls == 0)
+  if (sc->draining && sluice__list_empty(&sc->calls))
     sluice__conn_close_when_flushed(&sc->conn);
   return 0;
 }
@@ -195,8 +198,8 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   for (sluice__list *n; (n = sluice__list_head(&sc->calls));) {
     sluice_server_call *call =
         SLUICE__CONTAINER_OF(n, sluice_server_call, link);
-    sc->active_calls--;
-    sluice__scall_stream_closed(call, NGHTTP2_CANCEL); /* unlinks it */
+    sluice__list_remove(n);
+    sluice__scall_stream_closed(call, NGHTTP2_CANCEL);
   }
   if (conn->session)
     nghttp2_session_del(conn->session);
@@ -271,7 +274,7 @@ void sluice__sconn_goaway(sluice__sconn *sc) {
       sc->conn.session, NGHTTP2_FLAG_NONE,
       nghttp2_session_get_last_proc_stream_id(sc->conn.session),
       NGHTTP2_NO_ERROR, (const uint8_t *)"shutdown", 8);
-  if (sc->active_calls == 0)
+  if (sluice__list_empty(&sc->calls))
     sluice__conn_close_when_flushed(&sc->conn);
   sluice__conn_want_write(&sc->conn);
 }

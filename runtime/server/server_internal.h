@@ -73,8 +73,7 @@ struct sluice__sconn {
   sluice__list link; /* in sl->conns */
   int draining;
   char *peer_identity; /* verified client certificate subject, or NULL */
-  unsigned active_calls;
-  sluice__list calls; /* attached to a stream (sluice_server_call.link) */
+  sluice__list calls;  /* attached to a stream (sluice_server_call.link) */
   sluice__load_pacer load_pacer; /* next load report due */
 };
 
@@ -84,8 +83,11 @@ struct sluice_server_call {
   sluice__task ready_task;  /* report on_send_ready */
   sluice__task resume_task; /* handlers set or pause changed (any thread) */
   int kick_posted, resume_posted; /* atomic */
-  sluice__list link;              /* in sc->calls while attached */
-  sluice__sconn *sc;              /* NULL once the stream is gone */
+  sluice__list link;  /* in its connection's calls while attached (the
+                        connection links and unlinks it) */
+  sluice__conn *conn; /* its connection's transport; NULL once the stream is
+                         gone */
+  sluice__load_pacer *pacer; /* its connection's; NULL with conn */
   sluice_server *srv;
   sluice__sloop *sl;
   int32_t stream_id;
@@ -158,7 +160,13 @@ void sluice__sconn_goaway(sluice__sconn *sc);
 void sluice__sconn_close(sluice__sconn *sc, const char *reason);
 
 /* server_call.c */
-sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id);
+/* A call for stream stream_id of conn; the caller links it into its list
+ * of calls. peer_identity is copied; pacer is borrowed while the stream is
+ * open. */
+sluice_server_call *sluice__scall_new(sluice__sloop *sl, sluice__conn *conn,
+                                      int32_t stream_id,
+                                      const char *peer_identity,
+                                      sluice__load_pacer *pacer);
 /* After every loop thread has exited: frees the calls finished while the
  * loops were being deleted; later finishes free their call directly. */
 void sluice__server_free_orphans(sluice_server *srv);
@@ -175,7 +183,8 @@ void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
 /* Answers with an error (trailers-only) from the library itself. */
 void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
                         const char *message);
-/* The stream closed (or the connection died; h2_error then CANCEL). */
+/* The stream closed (or the connection died; h2_error then CANCEL); the
+ * caller has unlinked the call. */
 void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error);
 void sluice__scall_unref(sluice_server_call *call);
 
