@@ -25,13 +25,13 @@
  * Shedding (CoDel, RFC 8289, on the queue of each loop, target and
  * interval from the options): the sojourn of a call is the time from its
  * request being ready (complete; headers for streaming requests) to its
- * handler starting. The queue's oldest call is looked at whenever the
- * queue changes and by a timer at the next decision time: once the sojourn
- * has stayed above target for an interval the queue enters the dropping
- * state and sheds its oldest call, then one more every interval/sqrt(count),
- * until a sojourn is below target or the queue is empty. Shed calls and
- * calls refused by a full queue get RESOURCE_EXHAUSTED with
- * grpc-retry-pushback-ms. */
+ * leaving the queue for its handler (which runs in the same loop turn). The
+ * queue's oldest call is looked at whenever the queue changes and by a timer at
+ * the next decision time: once the sojourn has stayed above target for an
+ * interval the queue enters the dropping state and sheds its oldest call, then
+ * one more every interval/sqrt(count), until a sojourn is below target or the
+ * queue is empty. Shed calls and calls refused by a full queue get
+ * RESOURCE_EXHAUSTED with grpc-retry-pushback-ms. */
 #include "server/admit.h"
 
 #include <stdio.h>
@@ -233,7 +233,6 @@ static void drain(sluice__admit_queue *q) {
         sluice__load_queued(q->adm->load, sojourn);
         codel_sample(q, sojourn);
         it->ops->run(it);
-        now = 0; /* the handler took time */
       }
     }
   }

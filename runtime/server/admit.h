@@ -28,7 +28,9 @@ typedef struct sluice__admit_item sluice__admit_item;
 
 /* What becomes of a queued item, told on its loop's thread. */
 typedef struct sluice__admit_ops {
-  /* It left the queue with a slot: its handler may run. */
+  /* It left the queue with a slot: its handler may run. Called from inside
+   * the queue (maybe while another item is being released): schedule the
+   * handler, do not run it here. */
   void (*run)(sluice__admit_item *it);
   /* It left the queue without one: answer with code and message (borrowed
    * for the call) and grpc-retry-pushback-ms pushback_ms (0: none). */

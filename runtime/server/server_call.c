@@ -17,6 +17,7 @@
 #include "wire/percent.h"
 
 static void on_finish_task(sluice__task *t);
+static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
 static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
@@ -33,9 +34,19 @@ static int streams_responses(const sluice_server_call *call) {
 
 /* ---- admission's ops */
 
-/* Runs the handler (admitted; the deadline timer is armed). */
+/* Admitted (the deadline timer is armed): the handler runs from a task on
+ * the loop, never from inside nghttp2's callbacks or another call's finish.
+ * Posted on the loop thread, the task runs in the prepare phase before the
+ * deferred flush: a handler that finishes at once still has its response
+ * in the same write. */
 static void run(sluice_server_call *call) {
   call->refs++; /* the handler's, released by finish */
+  sluice__loop_post(call->sl->loop, &call->run_task);
+}
+
+static void on_run_task(sluice__task *t) {
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, run_task);
   call->route->dispatch(call, call->req, call->route->handlers,
                         call->route->user_data);
 }
@@ -93,6 +104,7 @@ sluice_server_call *sluice__scall_new(sluice__sloop *sl, sluice__conn *conn,
   call->refs = 1; /* the stream's */
   call->enc_ok = 1;
   call->finish_task.fn = on_finish_task;
+  call->run_task.fn = on_run_task;
   call->kick_task.fn = on_kick_task;
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;

@@ -78,6 +78,7 @@ struct sluice__sconn {
 };
 
 struct sluice_server_call {
+  sluice__task run_task; /* admitted: run the handler (holds its ref) */
   sluice__task finish_task;
   sluice__task kick_task;   /* submit headers / resume data (any thread) */
   sluice__task ready_task;  /* report on_send_ready */
