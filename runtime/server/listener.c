@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/list.h"
-#include "server/server_internal.h"
+#include "sluice/status.h"
 
 /* Keeps a listening socket; closes fd on failure. */
 static int add_listener(sluice__listeners *ls, int fd, const char *path) {
@@ -109,7 +109,7 @@ int sluice__listeners_add(sluice__listeners *ls, const char *address,
 typedef struct handoff {
   sluice__task task;
   sluice__listeners *ls;
-  sluice__sloop *sl;
+  sluice__sconn_loop *cl;
   int fd;
   int is_pipe;
 } handoff;
@@ -117,7 +117,7 @@ typedef struct handoff {
 static void on_handoff(sluice__task *t) {
   handoff *h = SLUICE__CONTAINER_OF(t, handoff, task);
   if (__atomic_load_n(&h->ls->stopping, __ATOMIC_ACQUIRE) ||
-      sluice__sconn_accept(h->sl, h->fd, h->is_pipe) != 0)
+      sluice__sconn_accept(h->cl, h->fd, h->is_pipe) != 0)
     close(h->fd);
   free(h);
 }
@@ -141,17 +141,17 @@ static void on_listen_readable(uv_poll_t *p, int status, int events) {
     memset(h, 0, sizeof *h);
     h->task.fn = on_handoff;
     h->ls = ls;
-    h->sl = &ls->loops[ls->next++ % ls->n_loops];
+    h->cl = ls->loops[ls->next++ % ls->n_loops];
     h->fd = fd;
     h->is_pipe = l->is_pipe;
-    sluice__loop_post(h->sl->loop, &h->task);
+    sluice__loop_post(sluice__sconn_loop_loop(h->cl), &h->task);
   }
 }
 
 static void on_start(sluice__task *t) {
   sluice__listeners *ls =
       SLUICE__CONTAINER_OF(t, sluice__listeners, start_task);
-  uv_loop_t *uv = sluice__loop_uv(ls->loops[0].loop);
+  uv_loop_t *uv = sluice__loop_uv(sluice__sconn_loop_loop(ls->loops[0]));
   for (size_t i = 0; i < ls->n; i++) {
     sluice__listener *l = &ls->v[i];
     uv_poll_init(uv, &l->poll, l->fd);
@@ -161,12 +161,12 @@ static void on_start(sluice__task *t) {
   }
 }
 
-void sluice__listeners_start(sluice__listeners *ls, sluice__sloop *loops,
-                             unsigned n) {
+void sluice__listeners_start(sluice__listeners *ls,
+                             sluice__sconn_loop *const *loops, unsigned n) {
   ls->loops = loops;
   ls->n_loops = n;
   ls->start_task.fn = on_start;
-  sluice__loop_post(loops[0].loop, &ls->start_task);
+  sluice__loop_post(sluice__sconn_loop_loop(loops[0]), &ls->start_task);
 }
 
 void sluice__listeners_stop(sluice__listeners *ls) {

@@ -9,8 +9,7 @@
 #include <uv.h>
 
 #include "core/loop.h"
-
-typedef struct sluice__sloop sluice__sloop;
+#include "server/server_conn.h"
 
 typedef struct sluice__listener {
   int fd; /* -1 once closed */
@@ -24,7 +23,7 @@ typedef struct sluice__listeners {
   size_t n;
   unsigned open; /* first loop only: the sockets are being polled */
   /* hand-off targets, round robin (first loop only) */
-  sluice__sloop *loops;
+  sluice__sconn_loop *const *loops; /* borrowed */
   unsigned n_loops, next;
   int stopping; /* atomic: hand-offs still in flight close their socket */
   sluice__task start_task;
@@ -36,10 +35,11 @@ typedef struct sluice__listeners {
 int sluice__listeners_add(sluice__listeners *ls, const char *address,
                           int *port_out);
 
-/* Starts polling the sockets on loops[0] (posted there) and handing
- * accepted connections to the n loops. */
-void sluice__listeners_start(sluice__listeners *ls, sluice__sloop *loops,
-                             unsigned n);
+/* Starts polling the sockets on loops[0]'s loop (posted there) and handing
+ * accepted connections to the n loops (the array is borrowed until the
+ * loops are gone). */
+void sluice__listeners_start(sluice__listeners *ls,
+                             sluice__sconn_loop *const *loops, unsigned n);
 
 /* Any thread: hand-offs still in flight close their socket from now on. */
 void sluice__listeners_stop(sluice__listeners *ls);

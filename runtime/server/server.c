@@ -1,11 +1,50 @@
-/* Servers: the method registry, loop threads and graceful shutdown; the
- * options are in server_opts.c, the listening sockets and the hand-off of
- * accepted connections in listener.c. */
-#include <sched.h>
+/* Servers: the public server API over the layers below it, top to bottom
+ * (each file sees only the headers of those under it):
+ *
+ *   server.c       the server: registry, loops, start, graceful shutdown
+ *   listener.c     listening sockets, accept, hand-off to the loops
+ *   server_conn.c  HTTP/2 connections: streams -> calls, validation, routing
+ *   server_call.c  calls: request, handler, response, finish from any thread
+ *   admit.c        admission: limits, queues, CoDel (never sees a call)
+ *   load_report.c  the ORCA load report and its window
+ *   route.c        the method registry;  server_opts.c  the options
+ *
+ * Connections are accepted on loop 0 and handed to loops round robin. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "core/list.h"
+#include "core/loop.h"
+#include "server/admit.h"
+#include "server/listener.h"
+#include "server/load_report.h"
+#include "server/route.h"
+#include "server/server_call.h"
+#include "server/server_conn.h"
+#include "server/server_opts.h"
+
+/* One loop of the server and what runs on it. */
+typedef struct sluice__sloop {
+  sluice_server *srv;
+  sluice__loop *loop;       /* owned */
+  sluice__sconn_loop conns; /* its connections and their calls */
+  sluice__task drain_task;
+} sluice__sloop;
+
+struct sluice_server {
+  sluice_server_opts opts; /* the server's own copy */
+  sluice__routes routes;
+  sluice__load load;
+  sluice__admission admit;
+  sluice__scall_shared calls;
+  sluice__sconn_shared conns;
+  sluice__listeners listeners;
+  sluice__sloop *loops;
+  sluice__sconn_loop **targets; /* &loops[i].conns, for the listeners */
+  unsigned n_loops;
+  int started;
+  int shut_down; /* atomic */
+};
 
 int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   if (!out)
@@ -29,9 +68,8 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   sluice_server_opts_del(defaults);
   sluice__load_init(&s->load, &s->opts);
   sluice__admit_init(&s->admit, &s->opts, &s->load);
-  sluice__list_init(&s->orphans);
-  uv_mutex_init(&s->mu);
-  uv_cond_init(&s->cv);
+  sluice__scall_shared_init(&s->calls, &s->opts, &s->load, &s->admit);
+  sluice__sconn_shared_init(&s->conns, &s->opts, &s->routes);
   *out = s;
   return 0;
 }
@@ -48,54 +86,8 @@ int sluice_server_add_service(sluice_server *srv,
     return SLUICE_ERR_INVALID_ARG;
   if (srv->started)
     return SLUICE_ERR_STATE;
-  for (size_t i = 0; i < desc->n_methods; i++)
-    if (sluice__server_route(srv, desc->methods[i].path,
-                             strlen(desc->methods[i].path)))
-      return SLUICE_ERR_DUPLICATE;
-  void *copy = malloc(handlers_size ? handlers_size : 1);
-  void **copies =
-      realloc(srv->handler_copies, (srv->n_services + 1) * sizeof *copies);
-  /* realloc(p, 0) may free p: only grow. */
-  sluice__route *routes =
-      desc->n_methods ? realloc(srv->routes, (srv->n_routes + desc->n_methods) *
-                                                 sizeof *routes)
-                      : srv->routes;
-  if (copies)
-    srv->handler_copies = copies;
-  if (routes)
-    srv->routes = routes;
-  if (!copy || !copies || (desc->n_methods && !routes)) {
-    free(copy);
-    return SLUICE_ERR_NOMEM;
-  }
-  if (handlers_size)
-    memcpy(copy, handlers, handlers_size);
-  srv->handler_copies[srv->n_services++] = copy;
-  for (size_t i = 0; i < desc->n_methods; i++) {
-    sluice__route *r = &srv->routes[srv->n_routes++];
-    r->method = &desc->methods[i];
-    r->dispatch = dispatch[i];
-    r->handlers = copy;
-    r->user_data = user_data;
-    r->limit.limit = 0;
-    r->limit.in_flight = 0;
-    for (size_t j = 0; j < srv->opts.n_method_limits; j++)
-      if (strcmp(srv->opts.method_limits[j].path, r->method->path) == 0)
-        r->limit.limit = srv->opts.method_limits[j].limit;
-  }
-  return 0;
-}
-
-/* Linear: services have few methods; a hash comes with the benchmarks if a
- * profile shows it. */
-sluice__route *sluice__server_route(sluice_server *srv, const char *path,
-                                    size_t len) {
-  for (size_t i = 0; i < srv->n_routes; i++) {
-    const char *p = srv->routes[i].method->path;
-    if (strlen(p) == len && memcmp(p, path, len) == 0)
-      return &srv->routes[i];
-  }
-  return NULL;
+  return sluice__routes_add(&srv->routes, desc, dispatch, handlers,
+                            handlers_size, user_data, &srv->opts);
 }
 
 int sluice_server_set_utilization(sluice_server *srv, double utilization) {
@@ -103,8 +95,6 @@ int sluice_server_set_utilization(sluice_server *srv, double utilization) {
     return SLUICE_ERR_INVALID_ARG;
   return sluice__load_set_utilization(&srv->load, utilization);
 }
-
-/* ---- listening */
 
 int sluice_server_listen(sluice_server *srv, const char *address,
                          int *port_out) {
@@ -127,16 +117,18 @@ int sluice_server_start(sluice_server *srv) {
       n = 1;
   }
   srv->loops = calloc(n, sizeof *srv->loops);
-  if (!srv->loops || sluice__admit_start(&srv->admit, n) != 0) {
+  srv->targets = calloc(n, sizeof *srv->targets);
+  if (!srv->loops || !srv->targets ||
+      sluice__admit_start(&srv->admit, n) != 0) {
     free(srv->loops);
+    free(srv->targets);
     srv->loops = NULL;
+    srv->targets = NULL;
     return SLUICE_ERR_NOMEM;
   }
   for (unsigned i = 0; i < n; i++) {
     sluice__sloop *sl = &srv->loops[i];
     sl->srv = srv;
-    sluice__list_init(&sl->conns);
-    sluice__objcache_init(&sl->call_cache, sizeof(sluice_server_call), 128);
     int rv = sluice__loop_new(&sl->loop, NULL);
     if (rv != 0) {
       srv->n_loops = i;
@@ -144,12 +136,15 @@ int sluice_server_start(sluice_server *srv) {
       sluice_server_shutdown(srv, 0);
       return rv;
     }
-    sl->aq = sluice__admit_queue_open(&srv->admit, sl->loop);
+    sluice__scall_loop_init(&sl->conns.calls, &srv->calls, sl->loop,
+                            sluice__admit_queue_open(&srv->admit, sl->loop));
+    sluice__sconn_loop_init(&sl->conns, &srv->conns);
+    srv->targets[i] = &sl->conns;
     srv->n_loops = i + 1;
   }
   srv->started = 1;
   sluice__load_start(&srv->load);
-  sluice__listeners_start(&srv->listeners, srv->loops, srv->n_loops);
+  sluice__listeners_start(&srv->listeners, srv->targets, srv->n_loops);
   return 0;
 }
 
@@ -157,28 +152,15 @@ int sluice_server_start(sluice_server *srv) {
 
 static void drain_loop(sluice__task *t) {
   sluice__sloop *sl = SLUICE__CONTAINER_OF(t, sluice__sloop, drain_task);
-  sluice_server *srv = sl->srv;
-  if (sl == &srv->loops[0])
-    sluice__listeners_close(&srv->listeners);
-  SLUICE__LIST_FOREACH_SAFE(n, &sl->conns) {
-    sluice__sconn_goaway(SLUICE__CONTAINER_OF(n, sluice__sconn, link));
-  }
+  if (sl == &sl->srv->loops[0])
+    sluice__listeners_close(&sl->srv->listeners);
+  sluice__sconn_loop_goaway(&sl->conns);
 }
 
 static void force_loop(void *ud) {
   sluice__sloop *sl = ud;
-  sluice__admit_loop_close(sl->aq);
-  SLUICE__LIST_FOREACH_SAFE(n, &sl->conns) {
-    sluice__sconn_close(SLUICE__CONTAINER_OF(n, sluice__sconn, link),
-                        "server shut down");
-  }
-}
-
-void sluice__server_conn_gone(sluice_server *srv) {
-  uv_mutex_lock(&srv->mu);
-  srv->live_conns--;
-  uv_cond_broadcast(&srv->cv);
-  uv_mutex_unlock(&srv->mu);
+  sluice__admit_loop_close(sl->conns.calls.aq);
+  sluice__sconn_loop_close(&sl->conns, "server shut down");
 }
 
 int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
@@ -195,29 +177,20 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
     sluice__loop_post(srv->loops[i].loop, &srv->loops[i].drain_task);
   }
   /* Let in-flight calls finish until the grace period ends. */
-  uint64_t end = uv_hrtime() + grace_ms * 1000000ull;
-  uv_mutex_lock(&srv->mu);
-  while (srv->live_conns > 0) {
-    uint64_t now = uv_hrtime();
-    if (now >= end)
-      break;
-    uv_cond_timedwait(&srv->cv, &srv->mu, end - now);
-  }
+  sluice__sconn_wait_gone(&srv->conns, uv_hrtime() + grace_ms * 1000000ull);
   /* Late finishes are parked until the loops are gone ... */
-  __atomic_store_n(&srv->stopped, 1, __ATOMIC_SEQ_CST);
-  uv_mutex_unlock(&srv->mu);
+  sluice__scall_stop(&srv->calls);
   sluice__admit_stop(&srv->admit); /* no loop is woken from now on */
   /* ... and those that checked before are posted before a loop goes. */
   for (unsigned i = 0; i < srv->n_loops; i++)
-    while (__atomic_load_n(&srv->loops[i].finishing, __ATOMIC_SEQ_CST) != 0)
-      sched_yield();
+    sluice__scall_loop_quiesce(&srv->loops[i].conns.calls);
   /* Cancel what is left and stop each loop (joins its thread). Loop 0 last:
    * it owns the listeners. */
   for (unsigned i = srv->n_loops; i-- > 0;) {
     sluice__loop_del(srv->loops[i].loop, force_loop, &srv->loops[i]);
-    sluice__objcache_drain(&srv->loops[i].call_cache);
+    sluice__scall_loop_destroy(&srv->loops[i].conns.calls);
   }
-  sluice__server_free_orphans(srv);
+  sluice__scall_free_orphans(&srv->calls);
   sluice__listeners_release(&srv->listeners);
   return 0;
 }
@@ -227,15 +200,13 @@ void sluice_server_del(sluice_server *srv) {
     return;
   sluice_server_shutdown(srv, 0);
   sluice__listeners_free(&srv->listeners);
-  for (size_t i = 0; i < srv->n_services; i++)
-    free(srv->handler_copies[i]);
-  free(srv->handler_copies);
-  free(srv->routes);
+  sluice__routes_clear(&srv->routes);
   free(srv->loops);
-  sluice__server_opts_clear(&srv->opts);
+  free(srv->targets);
+  sluice__sconn_shared_destroy(&srv->conns);
+  sluice__scall_shared_destroy(&srv->calls);
   sluice__admit_destroy(&srv->admit);
   sluice__load_destroy(&srv->load);
-  uv_mutex_destroy(&srv->mu);
-  uv_cond_destroy(&srv->cv);
+  sluice__server_opts_clear(&srv->opts);
   free(srv);
 }

@@ -1,21 +1,94 @@
-/* The life of one server call: created with its stream, dispatched to the
- * handler (unary and server-streaming methods once the request is complete,
- * client-streaming and bidi methods once the headers are), finished exactly
- * once by the handler (from any thread) or answered by the library (bad
- * request, deadline), and freed when the stream, the handler and the timer
- * have all let go. */
+/* The life of one server call: created with its stream, admitted and
+ * dispatched to the handler (unary and server-streaming methods once the
+ * request is complete, client-streaming and bidi methods once the headers
+ * are), finished exactly once by the handler (from any thread) or answered
+ * by the library (bad request, deadline, shed), and freed when the stream,
+ * the handler and the timer have all let go. The struct is private to this
+ * file: the connection sees only the call's sluice__sstream, admission only
+ * its sluice__admit_item. */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "server/server_call.h"
 #include "sluice/tls.h"
 #include "transport/headers.h"
 #include "transport/message.h"
+#include "transport/recv.h"
+#include "transport/sendq.h"
 #include "wire/compress.h"
 #include "wire/percent.h"
 
+struct sluice_server_call {
+  sluice__task run_task; /* admitted: run the handler (holds its ref) */
+  sluice__task finish_task;
+  sluice__task kick_task;   /* submit headers / resume data (any thread) */
+  sluice__task ready_task;  /* report on_send_ready */
+  sluice__task resume_task; /* handlers set or pause changed (any thread) */
+  int kick_posted, resume_posted; /* atomic */
+  sluice__conn *conn; /* its connection's transport; NULL once the stream is
+                         gone */
+  sluice__load_pacer *pacer; /* its connection's; NULL with conn */
+  sluice__scall_loop *lp;
+  int32_t stream_id;
+  sluice__route *route;
+  sluice__sstream st; /* the connection's part: link, request headers */
+  /* request */
+  int msg_compressed; /* the last delivered request message was */
+  sluice__recv recv;
+  ProtobufCMessage *req;
+  int n_msgs;
+  int half_closed;     /* the client's END_STREAM arrived */
+  int half_close_told; /* on_half_close fired */
+  sluice_status_code fail_code;
+  const char *fail_reason;
+  char fail_buf[160];
+  char peer[64];
+  char *peer_identity; /* copied from the connection, or NULL */
+  uv_timer_t timer;
+  int timer_open;
+  sluice__admit_item adm;   /* admission (admit.c; loop thread) */
+  sluice__list orphan_link; /* in lp->shared->orphans */
+  uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
+  int refs;             /* stream + handler + timer */
+  int responded;        /* the final status is decided: nothing more from the
+                           handler is sent */
+  int headers_sent;     /* atomic: response HEADERS submitted */
+  int final_sent;       /* trailers (or Trailers-Only) submitted */
+  int cancelled;        /* atomic: reply will be discarded */
+  int finished;         /* atomic: finish was called */
+  /* streaming */
+  sluice_server_call_handlers h;
+  void *h_ud;
+  int handlers_set;   /* atomic */
+  int done_told;      /* on_done fired */
+  int handler_status; /* the final status is the handler's (its finish
+                         decided it, not the library) */
+  int end_cancelled;  /* on_done's cancelled, known once the stream closed */
+  int want_paused;    /* atomic */
+  int compression;    /* atomic sluice_compression for responses */
+  sluice__sendq sendq;
+  /* the final status: code/message are loop-side; fin_* are written by
+   * finish (any thread) and read by the loop in finish_task */
+  sluice_status_code code;
+  char *message;
+  sluice_status_code fin_code;
+  char *fin_message;
+  sluice_metadata *initial_md, *trailing_md;
+  /* Metadata may be added from any thread until the loop closes a kind
+   * (SLUICE__MD_INITIAL when the headers are submitted, SLUICE__MD_TRAILING
+   * when the final status is decided, both when the stream is gone); the
+   * loop reads a list only once it is closed. md_mu guards the lists until
+   * then and md_closed. */
+  uv_mutex_t md_mu;
+  int md_closed;
+};
+enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
+
+static void fail(sluice_server_call *call, sluice_status_code code,
+                 const char *message);
 static void on_finish_task(sluice__task *t);
 static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
@@ -41,7 +114,7 @@ static int streams_responses(const sluice_server_call *call) {
  * in the same write. */
 static void run(sluice_server_call *call) {
   call->refs++; /* the handler's, released by finish */
-  sluice__loop_post(call->sl->loop, &call->run_task);
+  sluice__loop_post(call->lp->loop, &call->run_task);
 }
 
 static void on_run_task(sluice__task *t) {
@@ -58,7 +131,7 @@ static void shed(sluice_server_call *call, sluice_status_code code,
   if (call->responded || !call->conn)
     return;
   call->pushback_ms = pushback_ms;
-  sluice__scall_fail(call, code, message);
+  fail(call, code, message);
 }
 
 static void on_admitted(sluice__admit_item *it) {
@@ -73,36 +146,38 @@ static void on_shed(sluice__admit_item *it, sluice_status_code code,
 
 static const sluice__admit_ops admit_ops = {on_admitted, on_shed};
 
-sluice_server_call *sluice__scall_new(sluice__sloop *sl, sluice__conn *conn,
-                                      int32_t stream_id,
-                                      const char *peer_identity,
-                                      sluice__load_pacer *pacer) {
+static sluice_server_call *call_of(sluice__sstream *st) {
+  return SLUICE__CONTAINER_OF(st, sluice_server_call, st);
+}
+
+sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
+                                   int32_t stream_id, const char *peer_identity,
+                                   sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
-  sluice_server_call *call = sluice__objcache_get(&sl->call_cache);
+  sluice_server_call *call = sluice__objcache_get(&lp->cache);
   if (!call)
     return NULL;
-  if (sluice_metadata_new(&call->md) != 0) {
-    sluice__objcache_put(&sl->call_cache, call);
+  if (sluice_metadata_new(&call->st.req.md) != 0) {
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
-  if (sluice__sendq_init(&call->sendq, sl->srv->opts.send_buffer) != 0) {
-    sluice_metadata_del(call->md);
-    sluice__objcache_put(&sl->call_cache, call);
+  if (sluice__sendq_init(&call->sendq, lp->shared->opts->send_buffer) != 0) {
+    sluice_metadata_del(call->st.req.md);
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   if (uv_mutex_init(&call->md_mu) != 0) {
     sluice__sendq_destroy(&call->sendq);
-    sluice_metadata_del(call->md);
-    sluice__objcache_put(&sl->call_cache, call);
+    sluice_metadata_del(call->st.req.md);
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   call->conn = conn;
   call->pacer = pacer;
-  call->sl = sl;
-  call->srv = sl->srv;
+  call->lp = lp;
   call->stream_id = stream_id;
   call->refs = 1; /* the stream's */
-  call->enc_ok = 1;
+  call->st.req.enc_ok = 1;
   call->finish_task.fn = on_finish_task;
   call->run_task.fn = on_run_task;
   call->kick_task.fn = on_kick_task;
@@ -115,24 +190,25 @@ sluice_server_call *sluice__scall_new(sluice__sloop *sl, sluice__conn *conn,
   if (peer_identity)
     call->peer_identity = strdup(peer_identity);
   sluice__admit_item_init(&call->adm, &admit_ops);
-  return call;
+  sluice__list_init(&call->st.link);
+  return &call->st;
 }
 
 /* on_loop 0: the loops are gone (finish after shutdown), nothing queued. */
 static void scall_free(sluice_server_call *call, int on_loop) {
-  sluice__loop *l = call->sl->loop;
+  sluice__loop *l = call->lp->loop;
   if (on_loop) {
     sluice__loop_cancel(l, &call->kick_task);
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  if (call->path != call->path_buf)
-    free(call->path);
+  if (call->st.req.path != call->st.req.path_buf)
+    free(call->st.req.path);
   free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
   sluice__sendq_destroy(&call->sendq);
-  sluice_metadata_del(call->md);
+  sluice_metadata_del(call->st.req.md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
   uv_mutex_destroy(&call->md_mu);
@@ -140,31 +216,68 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
   if (on_loop)
-    sluice__objcache_put(&call->sl->call_cache, call);
+    sluice__objcache_put(&call->lp->cache, call);
   else
     free(call);
 }
 
-void sluice__server_free_orphans(sluice_server *srv) {
-  uv_mutex_lock(&srv->mu);
-  srv->joined = 1;
-  uv_mutex_unlock(&srv->mu);
+void sluice__scall_free_orphans(sluice__scall_shared *sh) {
+  uv_mutex_lock(&sh->mu);
+  sh->joined = 1;
+  uv_mutex_unlock(&sh->mu);
   /* joined is set: nobody adds to the list any more. */
-  SLUICE__LIST_FOREACH_SAFE(n, &srv->orphans) {
+  SLUICE__LIST_FOREACH_SAFE(n, &sh->orphans) {
     sluice_server_call *call =
         SLUICE__CONTAINER_OF(n, sluice_server_call, orphan_link);
     sluice__list_remove(n);
-    sluice__admit_release(call->sl->aq, &call->adm, 0);
+    sluice__admit_release(call->lp->aq, &call->adm, 0);
     scall_free(call, 0);
   }
 }
 
-void sluice__scall_unref(sluice_server_call *call) {
+void sluice__scall_shared_init(sluice__scall_shared *sh,
+                               const sluice_server_opts *opts,
+                               sluice__load *load, sluice__admission *admit) {
+  memset(sh, 0, sizeof *sh);
+  sh->opts = opts;
+  sh->load = load;
+  sh->admit = admit;
+  uv_mutex_init(&sh->mu);
+  sluice__list_init(&sh->orphans);
+}
+
+void sluice__scall_shared_destroy(sluice__scall_shared *sh) {
+  uv_mutex_destroy(&sh->mu);
+}
+
+void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
+                             sluice__loop *loop, sluice__admit_queue *aq) {
+  lp->shared = sh;
+  lp->loop = loop;
+  lp->aq = aq;
+  lp->finishing = 0;
+  sluice__objcache_init(&lp->cache, sizeof(sluice_server_call), 128);
+}
+
+void sluice__scall_stop(sluice__scall_shared *sh) {
+  __atomic_store_n(&sh->stopped, 1, __ATOMIC_SEQ_CST);
+}
+
+void sluice__scall_loop_quiesce(sluice__scall_loop *lp) {
+  while (__atomic_load_n(&lp->finishing, __ATOMIC_SEQ_CST) != 0)
+    sched_yield();
+}
+
+void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
+  sluice__objcache_drain(&lp->cache);
+}
+
+static void unref(sluice_server_call *call) {
   if (--call->refs == 0)
     scall_free(call, 1);
 }
 
-static void on_timer_closed(uv_handle_t *h) { sluice__scall_unref(h->data); }
+static void on_timer_closed(uv_handle_t *h) { unref(h->data); }
 
 static void close_timer(sluice_server_call *call) {
   if (call->timer_open) {
@@ -198,8 +311,9 @@ typedef struct status_bufs {
 /* The load report goes in every response's trailers, or at most once per
  * interval on a connection (and always with a shed call's pushback). */
 static int want_load_report(sluice_server_call *call) {
-  return sluice__load_due(
-      &call->srv->load, call->pushback_ms || !call->conn ? NULL : call->pacer);
+  return sluice__load_due(call->lp->shared->load,
+                          call->pushback_ms || !call->conn ? NULL
+                                                           : call->pacer);
 }
 
 /* Trailers carrying call->code/message, the trailing metadata,
@@ -226,11 +340,12 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
     snprintf(b->pushback, sizeof b->pushback, "%u", call->pushback_ms);
     sluice__nvs_add_str(h, "grpc-retry-pushback-ms", b->pushback);
   }
-  size_t ll = want_load_report(call)
-                  ? sluice__load_report(
-                        &call->srv->load,
-                        sluice__admit_in_flight(&call->srv->admit), b->load)
-                  : 0;
+  size_t ll =
+      want_load_report(call)
+          ? sluice__load_report(
+                call->lp->shared->load,
+                sluice__admit_in_flight(call->lp->shared->admit), b->load)
+          : 0;
   if (ll) {
     sluice__nvs_add(h, "endpoint-load-metrics-bin", 25, b->load, ll);
     /* A new value every time: keep it out of the HPACK dynamic table. */
@@ -252,7 +367,7 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
   sluice__sendq_state st =
       sluice__sendq_read(&call->sendq, buf, len, &n, &ready);
   if (ready)
-    sluice__loop_post(call->sl->loop, &call->ready_task);
+    sluice__loop_post(call->lp->loop, &call->ready_task);
   if (st == SLUICE__SENDQ_DEFERRED)
     return NGHTTP2_ERR_DEFERRED;
   if (st == SLUICE__SENDQ_EOF) {
@@ -277,7 +392,7 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
              SLUICE_COMPRESS_GZIP &&
-         call->accept_gzip;
+         call->st.req.accept_gzip;
 }
 
 /* Submits the response HEADERS with a data provider on the send queue, or
@@ -335,7 +450,7 @@ static void push_out(sluice_server_call *call) {
   if (!call->conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
-    submit_headers(call, call->bad_content_type ? 415 : 200);
+    submit_headers(call, call->st.req.bad_content_type ? 415 : 200);
     return;
   }
   nghttp2_session_resume_data(call->conn->session, call->stream_id);
@@ -371,7 +486,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   close_md(call, SLUICE__MD_TRAILING);
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
-  sluice__admit_dequeue(call->sl->aq, &call->adm);
+  sluice__admit_dequeue(call->lp->aq, &call->adm);
   close_timer(call);
   call->code = code;
   free(call->message);
@@ -388,11 +503,16 @@ static void decide(sluice_server_call *call, sluice_status_code code,
     push_out(call);
 }
 
-void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
-                        const char *message) {
+static void fail(sluice_server_call *call, sluice_status_code code,
+                 const char *message) {
   if (call->responded || !call->conn)
     return;
   decide(call, code, message, 1);
+}
+
+void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
+                        const char *message) {
+  fail(call_of(st), code, message);
 }
 
 /* ---- receiving */
@@ -427,16 +547,16 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
                         "takes one";
     return 1;
   }
-  if (compressed && call->enc_unknown) {
+  if (compressed && call->st.req.enc_unknown) {
     call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
   }
   ProtobufCMessage *msg;
-  sluice_status_code code =
-      sluice__msg_unpack(m->request, compressed, call->enc_ok, call->enc, data,
-                         len, call->recv.deframer.max_size, &msg,
-                         call->fail_buf, sizeof call->fail_buf);
+  sluice_status_code code = sluice__msg_unpack(
+      m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      call->recv.deframer.max_size, &msg, call->fail_buf,
+      sizeof call->fail_buf);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
     call->fail_reason = call->fail_buf;
@@ -456,7 +576,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
 
 static uint32_t max_request(const sluice_server_call *call) {
   uint32_t m = call->route->method->max_request_size;
-  uint32_t s = call->srv->opts.max_request_size;
+  uint32_t s = call->lp->shared->opts->max_request_size;
   return m && m < s ? m : s;
 }
 
@@ -474,11 +594,11 @@ static void fail_from_recv(sluice_server_call *call, sluice_status_code code,
       call->fail_reason = call->fail_buf;
     }
   }
-  sluice__scall_fail(call, call->fail_code, call->fail_reason);
+  fail(call, call->fail_code, call->fail_reason);
 }
 
-void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
-                        size_t len) {
+void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
+  sluice_server_call *call = call_of(st);
   nghttp2_session *s = call->conn->session;
   if (call->responded || !call->route) {
     nghttp2_session_consume(s, call->stream_id, len);
@@ -499,7 +619,7 @@ static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
   if (call->responded || !call->conn)
     return;
-  if (sluice__timer_early(t, call->deadline_ns, on_deadline))
+  if (sluice__timer_early(t, call->st.req.deadline_ns, on_deadline))
     return;
   if (sluice__admit_queued(&call->adm)) {
     char msg[96];
@@ -509,35 +629,35 @@ static void on_deadline(uv_timer_t *t) {
              (unsigned long long)(now > call->adm.ready_ns
                                       ? (now - call->adm.ready_ns) / 1000000u
                                       : 0));
-    sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
     return;
   }
   /* The stream can end with a status rather than a bare RST_STREAM; the
    * handler's reply is dropped. */
-  sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
-                     "deadline exceeded while the server handled the call");
+  fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
+       "deadline exceeded while the server handled the call");
 }
 
 static void dispatch(sluice_server_call *call) {
-  if (call->deadline_ns) {
+  if (call->st.req.deadline_ns) {
     uint64_t now = sluice_now_ns();
-    if (now >= call->deadline_ns) {
-      sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
-                         "deadline exceeded before the handler ran");
+    if (now >= call->st.req.deadline_ns) {
+      fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
+           "deadline exceeded before the handler ran");
       return;
     }
-    uv_timer_init(sluice__loop_uv(call->sl->loop), &call->timer);
+    uv_timer_init(sluice__loop_uv(call->lp->loop), &call->timer);
     call->timer.data = call;
     call->timer_open = 1;
     call->refs++;
-    sluice__timer_start_deadline(&call->timer, call->deadline_ns, now,
+    sluice__timer_start_deadline(&call->timer, call->st.req.deadline_ns, now,
                                  on_deadline);
   }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
   call->adm.limit = &call->route->limit;
-  call->adm.deadline_ns = call->deadline_ns;
+  call->adm.deadline_ns = call->st.req.deadline_ns;
   sluice__admit_refusal why;
-  switch (sluice__admit(call->sl->aq, &call->adm, &why)) {
+  switch (sluice__admit(call->lp->aq, &call->adm, &why)) {
   case SLUICE__ADMIT_RUN:
     run(call);
     break;
@@ -549,7 +669,9 @@ static void dispatch(sluice_server_call *call) {
   }
 }
 
-void sluice__scall_headers_done(sluice_server_call *call) {
+void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route) {
+  sluice_server_call *call = call_of(st);
+  call->route = route;
   /* Requests of streaming methods wait (held) until the handler registers
    * its callbacks. */
   sluice__recv_init(&call->recv, max_request(call), deliver, call,
@@ -558,16 +680,17 @@ void sluice__scall_headers_done(sluice_server_call *call) {
     dispatch(call);
 }
 
-void sluice__scall_request_done(sluice_server_call *call) {
+void sluice__scall_request_done(sluice__sstream *st) {
+  sluice_server_call *call = call_of(st);
   if (call->responded || !call->route)
     return;
   if (call->fail_code != SLUICE_STATUS_OK) {
-    sluice__scall_fail(call, call->fail_code, call->fail_reason);
+    fail(call, call->fail_code, call->fail_reason);
     return;
   }
   if (sluice__deframer_partial(&call->recv.deframer)) {
-    sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
-                       "request ended in the middle of a message");
+    fail(call, SLUICE_STATUS_INTERNAL,
+         "request ended in the middle of a message");
     return;
   }
   if (streams_requests(call)) {
@@ -576,8 +699,8 @@ void sluice__scall_request_done(sluice_server_call *call) {
     return;
   }
   if (call->n_msgs != 1) {
-    sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
-                       "expected exactly one request message, got none");
+    fail(call, SLUICE_STATUS_UNIMPLEMENTED,
+         "expected exactly one request message, got none");
     return;
   }
   dispatch(call);
@@ -591,7 +714,8 @@ static void tell_done(sluice_server_call *call, int cancelled) {
     call->h.on_done(call, cancelled, call->h_ud);
 }
 
-void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
+void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error) {
+  sluice_server_call *call = call_of(st);
   sluice__conn *conn = call->conn;
   if (conn) {
     size_t left = sluice__recv_take_unconsumed(&call->recv);
@@ -600,7 +724,7 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   }
   call->conn = NULL;
   call->pacer = NULL;
-  sluice__admit_dequeue(call->sl->aq, &call->adm);
+  sluice__admit_dequeue(call->lp->aq, &call->adm);
   /* One rule for every kind of call: cancelled 0 only when the handler
    * finished the call and its status went out on a cleanly closed stream.
    * A status the library decided (the deadline passed, a bad request,
@@ -616,8 +740,8 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   close_timer(call);
   call->refs++; /* on_done may run the handler's finish */
   tell_done(call, cancelled);
-  sluice__scall_unref(call);
-  sluice__scall_unref(call); /* the stream's */
+  unref(call);
+  unref(call); /* the stream's */
 }
 
 /* ---- tasks posted from any thread */
@@ -631,7 +755,7 @@ static void on_kick_task(sluice__task *t) {
 }
 
 static void kick(sluice_server_call *call) {
-  sluice__loop_post_once(call->sl->loop, &call->kick_task, &call->kick_posted);
+  sluice__loop_post_once(call->lp->loop, &call->kick_task, &call->kick_posted);
 }
 
 static void on_ready_task(sluice__task *t) {
@@ -671,7 +795,7 @@ static void on_resume_task(sluice__task *t) {
 }
 
 static void post_resume(sluice_server_call *call) {
-  sluice__loop_post_once(call->sl->loop, &call->resume_task,
+  sluice__loop_post_once(call->lp->loop, &call->resume_task,
                          &call->resume_posted);
 }
 
@@ -681,16 +805,16 @@ static void on_finish_task(sluice__task *t) {
   sluice_server_call *call =
       SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
-  sluice__admit_release(call->sl->aq, &call->adm, 1);
+  sluice__admit_release(call->lp->aq, &call->adm, 1);
   if (call->conn && !call->responded) {
     call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
   }
-  sluice__scall_unref(call);
+  unref(call);
 }
 
 static uint32_t max_response(const sluice_server_call *call) {
-  uint32_t max = call->srv->opts.max_response_size;
+  uint32_t max = call->lp->shared->opts->max_response_size;
   uint32_t m = call->route->method->max_response_size;
   return m && m < max ? m : max;
 }
@@ -755,33 +879,33 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   call->fin_message = code != SLUICE_STATUS_OK || call->fin_code != code
                           ? strdup(message ? message : "")
                           : NULL;
-  sluice_server *srv = call->srv;
-  sluice__sloop *sl = call->sl;
+  sluice__scall_shared *sh = call->lp->shared;
+  sluice__scall_loop *lp = call->lp;
   /* The common case takes no lock shared between loops: announce this
    * finish on the call's loop, then check stopped. Shutdown sets stopped,
    * then waits for every loop's count to drop to 0 before deleting the
    * loops (both sides sequentially consistent: either this sees stopped,
    * or shutdown sees the count and waits for the post). */
-  __atomic_add_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
-  if (!__atomic_load_n(&srv->stopped, __ATOMIC_SEQ_CST)) {
-    sluice__loop_post(sl->loop, &call->finish_task);
-    __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&sh->stopped, __ATOMIC_SEQ_CST)) {
+    sluice__loop_post(lp->loop, &call->finish_task);
+    __atomic_sub_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
     return 0;
   }
-  __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
-  uv_mutex_lock(&srv->mu);
-  if (srv->joined) {
+  __atomic_sub_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
+  uv_mutex_lock(&sh->mu);
+  if (sh->joined) {
     /* The loops are gone and the stream with them: nothing to send. */
-    uv_mutex_unlock(&srv->mu);
-    sluice__admit_release(sl->aq, &call->adm, 0);
+    uv_mutex_unlock(&sh->mu);
+    sluice__admit_release(lp->aq, &call->adm, 0);
     scall_free(call, 0);
     return 0;
   }
   /* The loops are being torn down and may still touch the call (closing
    * its stream): it is freed once they have exited
-   * (sluice__server_free_orphans). */
-  sluice__list_push(&srv->orphans, &call->orphan_link);
-  uv_mutex_unlock(&srv->mu);
+   * (sluice__scall_free_orphans). */
+  sluice__list_push(&sh->orphans, &call->orphan_link);
+  uv_mutex_unlock(&sh->mu);
   return 0;
 }
 
@@ -826,7 +950,7 @@ int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused) {
   if (!call)
     return SLUICE_ERR_INVALID_ARG;
   __atomic_store_n(&call->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
-  if (paused && sluice__loop_on_thread(call->sl->loop))
+  if (paused && sluice__loop_on_thread(call->lp->loop))
     call->recv.paused = 1;
   post_resume(call);
   return 0;
@@ -887,11 +1011,11 @@ int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
 
 const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call) {
-  return call ? call->md : NULL;
+  return call ? call->st.req.md : NULL;
 }
 
 uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
-  return call ? call->deadline_ns : 0;
+  return call ? call->st.req.deadline_ns : 0;
 }
 
 const char *sluice_server_call_peer_identity(const sluice_server_call *call) {
