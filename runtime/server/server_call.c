@@ -1,28 +1,101 @@
-/* The life of one server call: created with its stream, dispatched to the
- * handler (unary and server-streaming methods once the request is complete,
- * client-streaming and bidi methods once the headers are), finished exactly
- * once by the handler (from any thread) or answered by the library (bad
- * request, deadline), and freed when the stream, the handler and the timer
- * have all let go. */
+/* The life of one server call: created with its stream, admitted and
+ * dispatched to the handler (unary and server-streaming methods once the
+ * request is complete, client-streaming and bidi methods once the headers
+ * are), finished exactly once by the handler (from any thread) or answered
+ * by the library (bad request, deadline, shed), and freed when the stream,
+ * the handler and the timer have all let go. The struct is private to this
+ * file: the connection sees only the call's sluice__sstream, admission only
+ * its sluice__admit_item. */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "server/server_call.h"
 #include "sluice/tls.h"
 #include "transport/headers.h"
 #include "transport/message.h"
+#include "transport/recv.h"
+#include "transport/sendq.h"
 #include "wire/compress.h"
 #include "wire/percent.h"
 
+struct sluice_server_call {
+  sluice__task run_task; /* admitted: run the handler (holds its ref) */
+  sluice__task finish_task;
+  sluice__task kick_task;   /* submit headers / resume data (any thread) */
+  sluice__task ready_task;  /* report on_send_ready */
+  sluice__task resume_task; /* handlers set or pause changed (any thread) */
+  int kick_posted, resume_posted; /* atomic */
+  sluice__conn *conn; /* its connection's transport; NULL once the stream is
+                         gone */
+  sluice__load_pacer *pacer; /* its connection's; NULL with conn */
+  sluice__scall_loop *lp;
+  int32_t stream_id;
+  sluice__route *route;
+  sluice__sstream st; /* the connection's part: link, request headers */
+  /* request */
+  int msg_compressed; /* the last delivered request message was */
+  sluice__recv recv;
+  ProtobufCMessage *req;
+  int n_msgs;
+  int half_closed;     /* the client's END_STREAM arrived */
+  int half_close_told; /* on_half_close fired */
+  sluice_status_code fail_code;
+  const char *fail_reason;
+  char fail_buf[160];
+  char peer[64];
+  char *peer_identity; /* copied from the connection, or NULL */
+  uv_timer_t timer;
+  int timer_open;
+  sluice__admit_item adm;   /* admission (admit.c; loop thread) */
+  sluice__list orphan_link; /* in lp->shared->orphans */
+  uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
+  int refs;             /* stream + handler + timer */
+  int responded;        /* the final status is decided: nothing more from the
+                           handler is sent */
+  int headers_sent;     /* atomic: response HEADERS submitted */
+  int final_sent;       /* trailers (or Trailers-Only) submitted */
+  int cancelled;        /* atomic: reply will be discarded */
+  int finished;         /* atomic: finish was called */
+  /* streaming */
+  sluice_server_call_handlers h;
+  void *h_ud;
+  /* sluice_server_call_set_handlers_typed: h_ud points here */
+  sluice_server_call_typed_handlers typed;
+  int handlers_set;   /* atomic */
+  int done_told;      /* on_done fired */
+  int handler_status; /* the final status is the handler's (its finish
+                         decided it, not the library) */
+  int end_cancelled;  /* on_done's cancelled, known once the stream closed */
+  int want_paused;    /* atomic */
+  int compression;    /* atomic sluice_compression for responses */
+  sluice__sendq sendq;
+  /* the final status: code/message are loop-side; fin_* are written by
+   * finish (any thread) and read by the loop in finish_task */
+  sluice_status_code code;
+  char *message;
+  sluice_status_code fin_code;
+  char *fin_message;
+  sluice_metadata *initial_md, *trailing_md;
+  /* Metadata may be added from any thread until the loop closes a kind
+   * (SLUICE__MD_INITIAL when the headers are submitted, SLUICE__MD_TRAILING
+   * when the final status is decided, both when the stream is gone); the
+   * loop reads a list only once it is closed. md_mu guards the lists until
+   * then and md_closed. */
+  uv_mutex_t md_mu;
+  int md_closed;
+};
+enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
+
+static void fail(sluice_server_call *call, sluice_status_code code,
+                 const char *message);
 static void on_finish_task(sluice__task *t);
+static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
 static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
-
-#define CALL_OF(field, t)                                                      \
-  ((sluice_server_call *)((char *)(t)-offsetof(sluice_server_call, field)))
 
 static int streams_requests(const sluice_server_call *call) {
   sluice_call_kind k = call->route->method->kind;
@@ -34,65 +107,110 @@ static int streams_responses(const sluice_server_call *call) {
   return k == SLUICE_CALL_SERVER_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
 }
 
-sluice_server_call *sluice__scall_new(sluice__sconn *sc, int32_t stream_id) {
+/* ---- admission's ops */
+
+/* Admitted (the deadline timer is armed): the handler runs from a task on
+ * the loop, never from inside nghttp2's callbacks or another call's finish.
+ * Posted on the loop thread, the task runs in the prepare phase before the
+ * deferred flush: a handler that finishes at once still has its response
+ * in the same write. */
+static void run(sluice_server_call *call) {
+  call->refs++; /* the handler's, released by finish */
+  sluice__loop_post(call->lp->loop, &call->run_task);
+}
+
+static void on_run_task(sluice__task *t) {
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, run_task);
+  call->route->dispatch(call, call->req, call->route->handlers,
+                        call->route->user_data);
+}
+
+/* Answers with an error and grpc-retry-pushback-ms (pushback_ms, 0: none)
+ * instead of running the handler. */
+static void shed(sluice_server_call *call, sluice_status_code code,
+                 const char *message, uint32_t pushback_ms) {
+  if (call->responded || !call->conn)
+    return;
+  call->pushback_ms = pushback_ms;
+  fail(call, code, message);
+}
+
+static void on_admitted(sluice__admit_item *it) {
+  run(SLUICE__CONTAINER_OF(it, sluice_server_call, adm));
+}
+
+static void on_shed(sluice__admit_item *it, sluice_status_code code,
+                    const char *message, uint32_t pushback_ms) {
+  shed(SLUICE__CONTAINER_OF(it, sluice_server_call, adm), code, message,
+       pushback_ms);
+}
+
+static const sluice__admit_ops admit_ops = {on_admitted, on_shed};
+
+static sluice_server_call *call_of(sluice__sstream *st) {
+  return SLUICE__CONTAINER_OF(st, sluice_server_call, st);
+}
+
+sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
+                                   int32_t stream_id, const char *peer_identity,
+                                   sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
-  sluice_server_call *call = sluice__objcache_get(&sc->sl->call_cache);
+  sluice_server_call *call = sluice__objcache_get(&lp->cache);
   if (!call)
     return NULL;
-  if (sluice_metadata_new(&call->md) != 0) {
-    sluice__objcache_put(&sc->sl->call_cache, call);
+  if (sluice_metadata_new(&call->st.req.md) != 0) {
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
-  if (sluice__sendq_init(&call->sendq, sc->sl->srv->opts.send_buffer) != 0) {
-    sluice_metadata_del(call->md);
-    sluice__objcache_put(&sc->sl->call_cache, call);
+  if (sluice__sendq_init(&call->sendq, lp->shared->opts->send_buffer) != 0) {
+    sluice_metadata_del(call->st.req.md);
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   if (uv_mutex_init(&call->md_mu) != 0) {
     sluice__sendq_destroy(&call->sendq);
-    sluice_metadata_del(call->md);
-    sluice__objcache_put(&sc->sl->call_cache, call);
+    sluice_metadata_del(call->st.req.md);
+    sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
-  call->sc = sc;
-  call->sl = sc->sl;
-  call->srv = sc->sl->srv;
+  call->conn = conn;
+  call->pacer = pacer;
+  call->lp = lp;
   call->stream_id = stream_id;
   call->refs = 1; /* the stream's */
-  call->enc_ok = 1;
+  call->st.req.enc_ok = 1;
   call->finish_task.fn = on_finish_task;
+  call->run_task.fn = on_run_task;
   call->kick_task.fn = on_kick_task;
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
   /* strnlen + memcpy: snprintf here cost more than the rest of setup. */
-  size_t pl = strnlen(sc->conn.peer, sizeof call->peer - 1);
-  memcpy(call->peer, sc->conn.peer, pl);
+  size_t pl = strnlen(conn->peer, sizeof call->peer - 1);
+  memcpy(call->peer, conn->peer, pl);
   call->peer[pl] = '\0';
-  if (sc->peer_identity)
-    call->peer_identity = strdup(sc->peer_identity);
-  call->next = sc->calls;
-  if (sc->calls)
-    sc->calls->prev = call;
-  sc->calls = call;
-  sc->active_calls++;
-  return call;
+  if (peer_identity)
+    call->peer_identity = strdup(peer_identity);
+  sluice__admit_item_init(&call->adm, &admit_ops);
+  sluice__list_init(&call->st.link);
+  return &call->st;
 }
 
 /* on_loop 0: the loops are gone (finish after shutdown), nothing queued. */
 static void scall_free(sluice_server_call *call, int on_loop) {
-  sluice__loop *l = call->sl->loop;
+  sluice__loop *l = call->lp->loop;
   if (on_loop) {
     sluice__loop_cancel(l, &call->kick_task);
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  if (call->path != call->path_buf)
-    free(call->path);
+  if (call->st.req.path != call->st.req.path_buf)
+    free(call->st.req.path);
   free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
   sluice__sendq_destroy(&call->sendq);
-  sluice_metadata_del(call->md);
+  sluice_metadata_del(call->st.req.md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
   uv_mutex_destroy(&call->md_mu);
@@ -100,31 +218,68 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
   if (on_loop)
-    sluice__objcache_put(&call->sl->call_cache, call);
+    sluice__objcache_put(&call->lp->cache, call);
   else
     free(call);
 }
 
-void sluice__server_free_orphans(sluice_server *srv) {
-  uv_mutex_lock(&srv->mu);
-  srv->joined = 1;
-  sluice_server_call *call = srv->orphans;
-  srv->orphans = NULL;
-  uv_mutex_unlock(&srv->mu);
-  while (call) {
-    sluice_server_call *next = call->orphan_next;
-    sluice__admit_release(call, 0);
+void sluice__scall_free_orphans(sluice__scall_shared *sh) {
+  uv_mutex_lock(&sh->mu);
+  sh->joined = 1;
+  uv_mutex_unlock(&sh->mu);
+  /* joined is set: nobody adds to the list any more. */
+  SLUICE__LIST_FOREACH_SAFE(n, &sh->orphans) {
+    sluice_server_call *call =
+        SLUICE__CONTAINER_OF(n, sluice_server_call, orphan_link);
+    sluice__list_remove(n);
+    sluice__admit_release(call->lp->aq, &call->adm, 0);
     scall_free(call, 0);
-    call = next;
   }
 }
 
-void sluice__scall_unref(sluice_server_call *call) {
+void sluice__scall_shared_init(sluice__scall_shared *sh,
+                               const sluice_server_opts *opts,
+                               sluice__load *load, sluice__admission *admit) {
+  memset(sh, 0, sizeof *sh);
+  sh->opts = opts;
+  sh->load = load;
+  sh->admit = admit;
+  uv_mutex_init(&sh->mu);
+  sluice__list_init(&sh->orphans);
+}
+
+void sluice__scall_shared_destroy(sluice__scall_shared *sh) {
+  uv_mutex_destroy(&sh->mu);
+}
+
+void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
+                             sluice__loop *loop, sluice__admit_queue *aq) {
+  lp->shared = sh;
+  lp->loop = loop;
+  lp->aq = aq;
+  lp->finishing = 0;
+  sluice__objcache_init(&lp->cache, sizeof(sluice_server_call), 128);
+}
+
+void sluice__scall_stop(sluice__scall_shared *sh) {
+  __atomic_store_n(&sh->stopped, 1, __ATOMIC_SEQ_CST);
+}
+
+void sluice__scall_loop_quiesce(sluice__scall_loop *lp) {
+  while (__atomic_load_n(&lp->finishing, __ATOMIC_SEQ_CST) != 0)
+    sched_yield();
+}
+
+void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
+  sluice__objcache_drain(&lp->cache);
+}
+
+static void unref(sluice_server_call *call) {
   if (--call->refs == 0)
     scall_free(call, 1);
 }
 
-static void on_timer_closed(uv_handle_t *h) { sluice__scall_unref(h->data); }
+static void on_timer_closed(uv_handle_t *h) { unref(h->data); }
 
 static void close_timer(sluice_server_call *call) {
   if (call->timer_open) {
@@ -158,16 +313,9 @@ typedef struct status_bufs {
 /* The load report goes in every response's trailers, or at most once per
  * interval on a connection (and always with a shed call's pushback). */
 static int want_load_report(sluice_server_call *call) {
-  const sluice_server_opts *o = &call->srv->opts;
-  if (!o->load_report)
-    return 0;
-  if (!o->load_report_interval_ms || call->pushback_ms || !call->sc)
-    return 1;
-  uint64_t now = sluice_now_ns();
-  if (now < call->sc->load_next_ns)
-    return 0;
-  call->sc->load_next_ns = now + o->load_report_interval_ms * 1000000ull;
-  return 1;
+  return sluice__load_due(call->lp->shared->load,
+                          call->pushback_ms || !call->conn ? NULL
+                                                           : call->pacer);
 }
 
 /* Trailers carrying call->code/message, the trailing metadata,
@@ -195,7 +343,11 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
     sluice__nvs_add_str(h, "grpc-retry-pushback-ms", b->pushback);
   }
   size_t ll =
-      want_load_report(call) ? sluice__load_report(call->srv, b->load) : 0;
+      want_load_report(call)
+          ? sluice__load_report(
+                call->lp->shared->load,
+                sluice__admit_in_flight(call->lp->shared->admit), b->load)
+          : 0;
   if (ll) {
     sluice__nvs_add(h, "endpoint-load-metrics-bin", 25, b->load, ll);
     /* A new value every time: keep it out of the HPACK dynamic table. */
@@ -217,7 +369,7 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
   sluice__sendq_state st =
       sluice__sendq_read(&call->sendq, buf, len, &n, &ready);
   if (ready)
-    sluice__loop_post(call->sl->loop, &call->ready_task);
+    sluice__loop_post(call->lp->loop, &call->ready_task);
   if (st == SLUICE__SENDQ_DEFERRED)
     return NGHTTP2_ERR_DEFERRED;
   if (st == SLUICE__SENDQ_EOF) {
@@ -242,13 +394,13 @@ static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
              SLUICE_COMPRESS_GZIP &&
-         call->accept_gzip;
+         call->st.req.accept_gzip;
 }
 
 /* Submits the response HEADERS with a data provider on the send queue, or
  * a Trailers-Only answer when the status is decided and nothing was sent. */
 static void submit_headers(sluice_server_call *call, int http_status) {
-  sluice__sconn *sc = call->sc;
+  sluice__conn *conn = call->conn;
   sluice__nvs h;
   sluice__nvs_init(&h);
   char st[16];
@@ -277,34 +429,34 @@ static void submit_headers(sluice_server_call *call, int http_status) {
     dp.read_callback = read_response;
     rv = sluice__nvs_failed(&h)
              ? -1
-             : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
+             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
                                        h.n, &dp);
   } else {
     /* Trailers-Only: one HEADERS frame with END_STREAM. */
     rv = add_status(&h, call, &b) != 0
              ? -1
-             : nghttp2_submit_response(sc->conn.session, call->stream_id, h.nv,
+             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
                                        h.n, NULL);
     call->final_sent = rv == 0;
   }
   sluice__nvs_free(&h);
   free(b.msg);
   if (rv != 0)
-    nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
-                              call->stream_id, NGHTTP2_INTERNAL_ERROR);
-  sluice__conn_want_write(&sc->conn);
+    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                              NGHTTP2_INTERNAL_ERROR);
+  sluice__conn_want_write(conn);
 }
 
 /* Loop: pushes out what the handler queued (headers first). */
 static void push_out(sluice_server_call *call) {
-  if (!call->sc)
+  if (!call->conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
-    submit_headers(call, call->bad_content_type ? 415 : 200);
+    submit_headers(call, call->st.req.bad_content_type ? 415 : 200);
     return;
   }
-  nghttp2_session_resume_data(call->sc->conn.session, call->stream_id);
-  sluice__conn_want_write(&call->sc->conn);
+  nghttp2_session_resume_data(call->conn->session, call->stream_id);
+  sluice__conn_want_write(call->conn);
 }
 
 /* A status the library decided, once the response headers are out: the
@@ -312,21 +464,21 @@ static void push_out(sluice_server_call *call) {
  * may never run again (a client that reads nothing more); the messages
  * were dropped and the trailers, a HEADERS frame, need no window. */
 static void end_now(sluice_server_call *call) {
-  sluice__sconn *sc = call->sc;
+  sluice__conn *conn = call->conn;
   sluice__nvs t;
   sluice__nvs_init(&t);
   status_bufs b;
-  int rv = add_status(&t, call, &b) != 0
-               ? -1
-               : nghttp2_submit_trailer(sc->conn.session, call->stream_id, t.nv,
-                                        t.n);
+  int rv =
+      add_status(&t, call, &b) != 0
+          ? -1
+          : nghttp2_submit_trailer(conn->session, call->stream_id, t.nv, t.n);
   sluice__nvs_free(&t);
   free(b.msg);
   call->final_sent = rv == 0;
   if (rv != 0)
-    nghttp2_submit_rst_stream(sc->conn.session, NGHTTP2_FLAG_NONE,
-                              call->stream_id, NGHTTP2_INTERNAL_ERROR);
-  sluice__conn_want_write(&sc->conn);
+    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
+                              NGHTTP2_INTERNAL_ERROR);
+  sluice__conn_want_write(conn);
 }
 
 /* Decides the final status on the loop: code/message (copied); queued
@@ -336,7 +488,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   close_md(call, SLUICE__MD_TRAILING);
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
-  sluice__admit_dequeue(call);
+  sluice__admit_dequeue(call->lp->aq, &call->adm);
   close_timer(call);
   call->code = code;
   free(call->message);
@@ -346,18 +498,23 @@ static void decide(sluice_server_call *call, sluice_status_code code,
     sluice__sendq_abort(&call->sendq);
   else
     sluice__sendq_close(&call->sendq, &deferred);
-  if (drop && call->sc && !call->final_sent &&
+  if (drop && call->conn && !call->final_sent &&
       __atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE))
     end_now(call);
   else
     push_out(call);
 }
 
-void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
-                        const char *message) {
-  if (call->responded || !call->sc)
+static void fail(sluice_server_call *call, sluice_status_code code,
+                 const char *message) {
+  if (call->responded || !call->conn)
     return;
   decide(call, code, message, 1);
+}
+
+void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
+                        const char *message) {
+  fail(call_of(st), code, message);
 }
 
 /* ---- receiving */
@@ -365,9 +522,9 @@ void sluice__scall_fail(sluice_server_call *call, sluice_status_code code,
 static void tell_done(sluice_server_call *call, int cancelled);
 
 static void give_back(sluice_server_call *call, size_t n) {
-  if (n && call->sc && call->sc->conn.session) {
-    nghttp2_session_consume(call->sc->conn.session, call->stream_id, n);
-    sluice__conn_want_write(&call->sc->conn);
+  if (n && call->conn && call->conn->session) {
+    nghttp2_session_consume(call->conn->session, call->stream_id, n);
+    sluice__conn_want_write(call->conn);
   }
 }
 
@@ -392,16 +549,16 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
                         "takes one";
     return 1;
   }
-  if (compressed && call->enc_unknown) {
+  if (compressed && call->st.req.enc_unknown) {
     call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
   }
   ProtobufCMessage *msg;
-  sluice_status_code code =
-      sluice__msg_unpack(m->request, compressed, call->enc_ok, call->enc, data,
-                         len, call->recv.deframer.max_size, &msg,
-                         call->fail_buf, sizeof call->fail_buf);
+  sluice_status_code code = sluice__msg_unpack(
+      m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      call->recv.deframer.max_size, &msg, call->fail_buf,
+      sizeof call->fail_buf);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
     call->fail_reason = call->fail_buf;
@@ -421,7 +578,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
 
 static uint32_t max_request(const sluice_server_call *call) {
   uint32_t m = call->route->method->max_request_size;
-  uint32_t s = call->srv->opts.max_request_size;
+  uint32_t s = call->lp->shared->opts->max_request_size;
   return m && m < s ? m : s;
 }
 
@@ -439,12 +596,12 @@ static void fail_from_recv(sluice_server_call *call, sluice_status_code code,
       call->fail_reason = call->fail_buf;
     }
   }
-  sluice__scall_fail(call, call->fail_code, call->fail_reason);
+  fail(call, call->fail_code, call->fail_reason);
 }
 
-void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
-                        size_t len) {
-  nghttp2_session *s = call->sc->conn.session;
+void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
+  sluice_server_call *call = call_of(st);
+  nghttp2_session *s = call->conn->session;
   if (call->responded || !call->route) {
     nghttp2_session_consume(s, call->stream_id, len);
     return;
@@ -462,63 +619,61 @@ void sluice__scall_data(sluice_server_call *call, const uint8_t *data,
 
 static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
-  if (call->responded || !call->sc)
+  if (call->responded || !call->conn)
     return;
-  if (sluice__timer_early(t, call->deadline_ns, on_deadline))
+  if (sluice__timer_early(t, call->st.req.deadline_ns, on_deadline))
     return;
-  if (call->queued) {
+  if (sluice__admit_queued(&call->adm)) {
     char msg[96];
     uint64_t now = sluice_now_ns();
     snprintf(msg, sizeof msg,
              "deadline exceeded while queued on the server (%llu ms)",
-             (unsigned long long)(now > call->ready_ns
-                                      ? (now - call->ready_ns) / 1000000u
+             (unsigned long long)(now > call->adm.ready_ns
+                                      ? (now - call->adm.ready_ns) / 1000000u
                                       : 0));
-    sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
     return;
   }
   /* The stream can end with a status rather than a bare RST_STREAM; the
    * handler's reply is dropped. */
-  sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
-                     "deadline exceeded while the server handled the call");
+  fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
+       "deadline exceeded while the server handled the call");
 }
 
 static void dispatch(sluice_server_call *call) {
-  if (call->deadline_ns) {
+  if (call->st.req.deadline_ns) {
     uint64_t now = sluice_now_ns();
-    if (now >= call->deadline_ns) {
-      sluice__scall_fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
-                         "deadline exceeded before the handler ran");
+    if (now >= call->st.req.deadline_ns) {
+      fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
+           "deadline exceeded before the handler ran");
       return;
     }
-    uv_timer_init(sluice__loop_uv(call->sl->loop), &call->timer);
+    uv_timer_init(sluice__loop_uv(call->lp->loop), &call->timer);
     call->timer.data = call;
     call->timer_open = 1;
     call->refs++;
-    sluice__timer_start_deadline(&call->timer, call->deadline_ns, now,
+    sluice__timer_start_deadline(&call->timer, call->st.req.deadline_ns, now,
                                  on_deadline);
   }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
-  sluice__admit(call);
+  call->adm.limit = &call->route->limit;
+  call->adm.deadline_ns = call->st.req.deadline_ns;
+  sluice__admit_refusal why;
+  switch (sluice__admit(call->lp->aq, &call->adm, &why)) {
+  case SLUICE__ADMIT_RUN:
+    run(call);
+    break;
+  case SLUICE__ADMIT_REFUSED:
+    shed(call, why.code, why.message, why.pushback_ms);
+    break;
+  case SLUICE__ADMIT_QUEUED: /* the queue tells through admit_ops */
+    break;
+  }
 }
 
-void sluice__scall_run(sluice_server_call *call) {
-  call->dispatched = 1;
-  call->handler_owes = 1;
-  call->refs++; /* the handler's, released by finish */
-  call->route->dispatch(call, call->req, call->route->handlers,
-                        call->route->user_data);
-}
-
-void sluice__scall_shed(sluice_server_call *call, sluice_status_code code,
-                        const char *message, uint32_t pushback_ms) {
-  if (call->responded || !call->sc)
-    return;
-  call->pushback_ms = pushback_ms;
-  sluice__scall_fail(call, code, message);
-}
-
-void sluice__scall_headers_done(sluice_server_call *call) {
+void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route) {
+  sluice_server_call *call = call_of(st);
+  call->route = route;
   /* Requests of streaming methods wait (held) until the handler registers
    * its callbacks. */
   sluice__recv_init(&call->recv, max_request(call), deliver, call,
@@ -527,16 +682,17 @@ void sluice__scall_headers_done(sluice_server_call *call) {
     dispatch(call);
 }
 
-void sluice__scall_request_done(sluice_server_call *call) {
+void sluice__scall_request_done(sluice__sstream *st) {
+  sluice_server_call *call = call_of(st);
   if (call->responded || !call->route)
     return;
   if (call->fail_code != SLUICE_STATUS_OK) {
-    sluice__scall_fail(call, call->fail_code, call->fail_reason);
+    fail(call, call->fail_code, call->fail_reason);
     return;
   }
   if (sluice__deframer_partial(&call->recv.deframer)) {
-    sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
-                       "request ended in the middle of a message");
+    fail(call, SLUICE_STATUS_INTERNAL,
+         "request ended in the middle of a message");
     return;
   }
   if (streams_requests(call)) {
@@ -545,8 +701,8 @@ void sluice__scall_request_done(sluice_server_call *call) {
     return;
   }
   if (call->n_msgs != 1) {
-    sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
-                       "expected exactly one request message, got none");
+    fail(call, SLUICE_STATUS_UNIMPLEMENTED,
+         "expected exactly one request message, got none");
     return;
   }
   dispatch(call);
@@ -560,22 +716,17 @@ static void tell_done(sluice_server_call *call, int cancelled) {
     call->h.on_done(call, cancelled, call->h_ud);
 }
 
-void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
-  sluice__sconn *sc = call->sc;
-  if (sc) {
-    if (call->prev)
-      call->prev->next = call->next;
-    else
-      sc->calls = call->next;
-    if (call->next)
-      call->next->prev = call->prev;
-    call->prev = call->next = NULL;
+void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error) {
+  sluice_server_call *call = call_of(st);
+  sluice__conn *conn = call->conn;
+  if (conn) {
     size_t left = sluice__recv_take_unconsumed(&call->recv);
-    if (left && sc->conn.session)
-      nghttp2_session_consume_connection(sc->conn.session, left);
+    if (left && conn->session)
+      nghttp2_session_consume_connection(conn->session, left);
   }
-  call->sc = NULL;
-  sluice__admit_dequeue(call);
+  call->conn = NULL;
+  call->pacer = NULL;
+  sluice__admit_dequeue(call->lp->aq, &call->adm);
   /* One rule for every kind of call: cancelled 0 only when the handler
    * finished the call and its status went out on a cleanly closed stream.
    * A status the library decided (the deadline passed, a bad request,
@@ -591,38 +742,41 @@ void sluice__scall_stream_closed(sluice_server_call *call, uint32_t h2_error) {
   close_timer(call);
   call->refs++; /* on_done may run the handler's finish */
   tell_done(call, cancelled);
-  sluice__scall_unref(call);
-  sluice__scall_unref(call); /* the stream's */
+  unref(call);
+  unref(call); /* the stream's */
 }
 
 /* ---- tasks posted from any thread */
 
 static void on_kick_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(kick_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, kick_task);
   sluice__loop_posted_clear(&call->kick_posted);
   if (!call->responded)
     push_out(call);
 }
 
 static void kick(sluice_server_call *call) {
-  sluice__loop_post_once(call->sl->loop, &call->kick_task, &call->kick_posted);
+  sluice__loop_post_once(call->lp->loop, &call->kick_task, &call->kick_posted);
 }
 
 static void on_ready_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(ready_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, ready_task);
   if (!call->responded && call->handlers_set && call->h.on_send_ready)
     call->h.on_send_ready(call, call->h_ud);
 }
 
 static void on_resume_task(sluice__task *t) {
-  sluice_server_call *call = CALL_OF(resume_task, t);
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, resume_task);
   sluice__loop_posted_clear(&call->resume_posted);
   if (!call->handlers_set) {
     /* handlers_set is published before the post, so this is a pause
      * change before set_handlers; stay held. */
     return;
   }
-  if (!call->sc) { /* the stream ended before the handler registered */
+  if (!call->conn) { /* the stream ended before the handler registered */
     tell_done(call, call->end_cancelled);
     return;
   }
@@ -643,26 +797,26 @@ static void on_resume_task(sluice__task *t) {
 }
 
 static void post_resume(sluice_server_call *call) {
-  sluice__loop_post_once(call->sl->loop, &call->resume_task,
+  sluice__loop_post_once(call->lp->loop, &call->resume_task,
                          &call->resume_posted);
 }
 
 /* ---- finishing, from any thread */
 
 static void on_finish_task(sluice__task *t) {
-  sluice_server_call *call = (sluice_server_call *)t;
-  call->handler_owes = 0;
+  sluice_server_call *call =
+      SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
-  sluice__admit_release(call, 1);
-  if (call->sc && !call->responded) {
+  sluice__admit_release(call->lp->aq, &call->adm, 1);
+  if (call->conn && !call->responded) {
     call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
   }
-  sluice__scall_unref(call);
+  unref(call);
 }
 
 static uint32_t max_response(const sluice_server_call *call) {
-  uint32_t max = call->srv->opts.max_response_size;
+  uint32_t max = call->lp->shared->opts->max_response_size;
   uint32_t m = call->route->method->max_response_size;
   return m && m < max ? m : max;
 }
@@ -727,34 +881,33 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   call->fin_message = code != SLUICE_STATUS_OK || call->fin_code != code
                           ? strdup(message ? message : "")
                           : NULL;
-  sluice_server *srv = call->srv;
-  sluice__sloop *sl = call->sl;
+  sluice__scall_shared *sh = call->lp->shared;
+  sluice__scall_loop *lp = call->lp;
   /* The common case takes no lock shared between loops: announce this
    * finish on the call's loop, then check stopped. Shutdown sets stopped,
    * then waits for every loop's count to drop to 0 before deleting the
    * loops (both sides sequentially consistent: either this sees stopped,
    * or shutdown sees the count and waits for the post). */
-  __atomic_add_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
-  if (!__atomic_load_n(&srv->stopped, __ATOMIC_SEQ_CST)) {
-    sluice__loop_post(sl->loop, &call->finish_task);
-    __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&sh->stopped, __ATOMIC_SEQ_CST)) {
+    sluice__loop_post(lp->loop, &call->finish_task);
+    __atomic_sub_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
     return 0;
   }
-  __atomic_sub_fetch(&sl->finishing, 1, __ATOMIC_SEQ_CST);
-  uv_mutex_lock(&srv->mu);
-  if (srv->joined) {
+  __atomic_sub_fetch(&lp->finishing, 1, __ATOMIC_SEQ_CST);
+  uv_mutex_lock(&sh->mu);
+  if (sh->joined) {
     /* The loops are gone and the stream with them: nothing to send. */
-    uv_mutex_unlock(&srv->mu);
-    sluice__admit_release(call, 0);
+    uv_mutex_unlock(&sh->mu);
+    sluice__admit_release(lp->aq, &call->adm, 0);
     scall_free(call, 0);
     return 0;
   }
   /* The loops are being torn down and may still touch the call (closing
    * its stream): it is freed once they have exited
-   * (sluice__server_free_orphans). */
-  call->orphan_next = srv->orphans;
-  srv->orphans = call;
-  uv_mutex_unlock(&srv->mu);
+   * (sluice__scall_free_orphans). */
+  sluice__list_push(&sh->orphans, &call->orphan_link);
+  uv_mutex_unlock(&sh->mu);
   return 0;
 }
 
@@ -814,7 +967,7 @@ int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused) {
   if (!call)
     return SLUICE_ERR_INVALID_ARG;
   __atomic_store_n(&call->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
-  if (paused && sluice__loop_on_thread(call->sl->loop))
+  if (paused && sluice__loop_on_thread(call->lp->loop))
     call->recv.paused = 1;
   post_resume(call);
   return 0;
@@ -875,11 +1028,11 @@ int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
 
 const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call) {
-  return call ? call->md : NULL;
+  return call ? call->st.req.md : NULL;
 }
 
 uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
-  return call ? call->deadline_ns : 0;
+  return call ? call->st.req.deadline_ns : 0;
 }
 
 const char *sluice_server_call_peer_identity(const sluice_server_call *call) {

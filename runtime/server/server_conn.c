@@ -1,9 +1,12 @@
 /* The server side of one HTTP/2 connection: nghttp2 server session
- * callbacks that turn streams into calls. */
+ * callbacks that turn streams into calls (see server_conn.h). */
+#include "server/server_conn.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_internal.h"
+#include "sluice/clock.h"
 #include "transport/h2mem.h"
 #include "transport/tls.h"
 #include "wire/compress.h"
@@ -11,7 +14,19 @@
 #include "wire/metadata_rules.h"
 #include "wire/timeout.h"
 
-static sluice_server_call *call_of(nghttp2_session *s, int32_t id) {
+/* One HTTP/2 server connection. */
+typedef struct sluice__sconn {
+  sluice__conn conn;
+  sluice__sconn_loop *cl;
+  sluice__list link; /* in cl->conns */
+  int draining;
+  char *peer_identity; /* verified client certificate subject, or NULL */
+  sluice__list calls;  /* its calls' streams (sluice__sstream.link) */
+  sluice__load_pacer load_pacer; /* next load report due */
+} sluice__sconn;
+
+/* The call of stream id (its sluice__sstream), or NULL. */
+static sluice__sstream *stream_of(nghttp2_session *s, int32_t id) {
   return nghttp2_session_get_stream_user_data(s, id);
 }
 
@@ -21,10 +36,13 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS ||
       frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
-  sluice_server_call *call = sluice__scall_new(sc, frame->hd.stream_id);
-  if (!call)
+  sluice__sstream *st =
+      sluice__scall_new(&sc->cl->calls, &sc->conn, frame->hd.stream_id,
+                        sc->peer_identity, &sc->load_pacer);
+  if (!st)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
-  nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, call);
+  sluice__list_push(&sc->calls, &st->link);
+  nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, st);
   return 0;
 }
 
@@ -35,94 +53,93 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
                      size_t vlen, uint8_t flags, void *ud) {
   (void)flags;
   (void)ud;
-  sluice_server_call *call = call_of(s, frame->hd.stream_id);
-  if (!call || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+  sluice__sstream *st = stream_of(s, frame->hd.stream_id);
+  if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0; /* trailers from a client carry nothing for unary calls */
+  sluice__sreq *rq = &st->req;
   const char *n = (const char *)name;
   const char *v = (const char *)value;
   if (IS(":path")) {
-    if (call->path != call->path_buf)
-      free(call->path);
-    if (vlen < sizeof call->path_buf) {
-      memcpy(call->path_buf, v, vlen);
-      call->path_buf[vlen] = '\0';
-      call->path = call->path_buf;
+    if (rq->path != rq->path_buf)
+      free(rq->path);
+    if (vlen < sizeof rq->path_buf) {
+      memcpy(rq->path_buf, v, vlen);
+      rq->path_buf[vlen] = '\0';
+      rq->path = rq->path_buf;
     } else {
-      call->path = strndup(v, vlen);
+      rq->path = strndup(v, vlen);
     }
   } else if (IS(":method")) {
-    call->bad_method = !(vlen == 4 && memcmp(v, "POST", 4) == 0);
+    rq->bad_method = !(vlen == 4 && memcmp(v, "POST", 4) == 0);
   } else if (IS("content-type")) {
-    call->bad_content_type =
+    rq->bad_content_type =
         !(vlen >= 16 && memcmp(v, "application/grpc", 16) == 0 &&
           (vlen == 16 || v[16] == '+' || v[16] == ';'));
   } else if (IS("grpc-timeout")) {
     uint64_t ns;
     if (sluice__timeout_decode(v, vlen, &ns) == 0)
-      call->deadline_ns =
+      rq->deadline_ns =
           sluice_now_ns() + (ns > UINT64_MAX / 2 ? UINT64_MAX / 2 : ns);
     else
-      call->bad_timeout = 1;
+      rq->bad_timeout = 1;
   } else if (IS("grpc-encoding")) {
-    call->enc_ok = sluice__encoding_parse(v, vlen, &call->enc) == 0;
-    call->enc_unknown = !call->enc_ok;
+    rq->enc_ok = sluice__encoding_parse(v, vlen, &rq->enc) == 0;
+    rq->enc_unknown = !rq->enc_ok;
   } else if (IS("grpc-accept-encoding")) {
-    call->accept_gzip =
+    rq->accept_gzip =
         sluice__accept_encoding_has(v, vlen, SLUICE_COMPRESS_GZIP);
-  } else if (IS("te")) {
-    call->have_te = 1;
   } else if (n[0] != ':' || IS(":authority")) {
     if (!sluice__md_is_reserved(n, nlen) || IS("user-agent") ||
         IS(":authority"))
-      sluice__metadata_add_received(call->md, n, nlen, value, vlen);
+      sluice__metadata_add_received(rq->md, n, nlen, value, vlen);
   }
   return 0;
 }
 
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
-  (void)ud;
+  sluice__sconn *sc = ud;
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
     return 0;
-  sluice_server_call *call = call_of(s, frame->hd.stream_id);
-  if (!call)
+  sluice__sstream *st = stream_of(s, frame->hd.stream_id);
+  if (!st)
     return 0;
+  const sluice__sreq *rq = &st->req;
   if (frame->hd.type == NGHTTP2_HEADERS &&
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     /* Headers complete: refuse early what can never succeed, so a client
      * does not stream a large body for nothing. */
-    if (call->bad_method) {
-      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED,
+    if (rq->bad_method) {
+      sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED,
                          "gRPC requires the POST method");
       return 0;
     }
-    if (call->bad_content_type) {
-      call->fail_code = SLUICE_STATUS_UNKNOWN; /* answered with HTTP 415 */
-      sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
+    if (rq->bad_content_type) { /* answered with HTTP 415 */
+      sluice__scall_fail(st, SLUICE_STATUS_INTERNAL,
                          "invalid gRPC request content-type");
       return 0;
     }
-    if (call->bad_timeout) {
-      sluice__scall_fail(call, SLUICE_STATUS_INTERNAL,
+    if (rq->bad_timeout) {
+      sluice__scall_fail(st, SLUICE_STATUS_INTERNAL,
                          "invalid grpc-timeout header");
       return 0;
     }
-    if (!call->path) {
-      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED, "no :path");
+    if (!rq->path) {
+      sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED, "no :path");
       return 0;
     }
-    call->route =
-        sluice__server_route(call->srv, call->path, strlen(call->path));
-    if (!call->route || !call->route->dispatch) {
+    sluice__route *route =
+        sluice__routes_find(sc->cl->shared->routes, rq->path, strlen(rq->path));
+    if (!route || !route->dispatch) {
       char msg[300];
-      snprintf(msg, sizeof msg, "unknown method %.250s", call->path);
-      sluice__scall_fail(call, SLUICE_STATUS_UNIMPLEMENTED, msg);
+      snprintf(msg, sizeof msg, "unknown method %.250s", rq->path);
+      sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED, msg);
       return 0;
     }
-    sluice__scall_headers_done(call);
+    sluice__scall_headers_done(st, route);
   }
   if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-    sluice__scall_request_done(call);
+    sluice__scall_request_done(st);
   return 0;
 }
 
@@ -130,12 +147,12 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
                    const uint8_t *data, size_t len, void *ud) {
   (void)flags;
   (void)ud;
-  sluice_server_call *call = call_of(s, id);
-  if (!call) {
+  sluice__sstream *st = stream_of(s, id);
+  if (!st) {
     nghttp2_session_consume(s, id, len);
     return 0;
   }
-  sluice__scall_data(call, data, len);
+  sluice__scall_data(st, data, len);
   return 0;
 }
 
@@ -157,13 +174,13 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
 static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
                            void *ud) {
   sluice__sconn *sc = ud;
-  sluice_server_call *call = call_of(s, id);
-  if (!call)
+  sluice__sstream *st = stream_of(s, id);
+  if (!st)
     return 0;
   nghttp2_session_set_stream_user_data(s, id, NULL);
-  sc->active_calls--;
-  sluice__scall_stream_closed(call, err);
-  if (sc->draining && sc->active_calls == 0)
+  sluice__list_remove(&st->link);
+  sluice__scall_stream_closed(st, err);
+  if (sc->draining && sluice__list_empty(&sc->calls))
     sluice__conn_close_when_flushed(&sc->conn);
   return 0;
 }
@@ -192,57 +209,52 @@ static void init_callbacks(void) {
 
 static void on_closed(sluice__conn *conn, const char *reason) {
   (void)reason;
-  sluice__sconn *sc = (sluice__sconn *)conn;
-  sluice__sloop *sl = sc->sl;
+  sluice__sconn *sc = SLUICE__CONTAINER_OF(conn, sluice__sconn, conn);
   /* nghttp2_session_del does not report stream closes: end each call. */
-  while (sc->calls) {
-    sluice_server_call *call = sc->calls;
-    sc->active_calls--;
-    sluice__scall_stream_closed(call, NGHTTP2_CANCEL); /* unlinks it */
+  for (sluice__list *n; (n = sluice__list_head(&sc->calls));) {
+    sluice__list_remove(n);
+    sluice__scall_stream_closed(SLUICE__CONTAINER_OF(n, sluice__sstream, link),
+                                NGHTTP2_CANCEL);
   }
   if (conn->session)
     nghttp2_session_del(conn->session);
-  if (sc->prev)
-    sc->prev->next = sc->next;
-  else
-    sl->conns = sc->next;
-  if (sc->next)
-    sc->next->prev = sc->prev;
-  sl->n_conns--;
-  sluice_server *srv = sl->srv;
+  sluice__list_remove(&sc->link);
+  sluice__sconn_shared *sh = sc->cl->shared;
   free(sc->peer_identity);
   free(sc);
-  sluice__server_conn_gone(srv);
+  uv_mutex_lock(&sh->mu);
+  sh->live--;
+  uv_cond_broadcast(&sh->cv);
+  uv_mutex_unlock(&sh->mu);
 }
 
 /* TLS established: remember who the client proved to be (mutual TLS). */
 static void on_established(sluice__conn *conn) {
-  sluice__sconn *sc = (sluice__sconn *)conn;
+  sluice__sconn *sc = SLUICE__CONTAINER_OF(conn, sluice__sconn, conn);
   sc->peer_identity = sluice__tls_peer_subject(conn->tls);
 }
 
 static const sluice__conn_hooks hooks = {on_closed, NULL, on_established};
 
-int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
+int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
+  sluice__sconn_shared *sh = cl->shared;
   uv_once(&g_once, init_callbacks);
   if (!g_callbacks)
     return SLUICE_ERR_NOMEM;
   sluice__sconn *sc = calloc(1, sizeof *sc);
   if (!sc)
     return SLUICE_ERR_NOMEM;
-  sc->sl = sl;
-  if (sluice__conn_init(&sc->conn, sl->loop, is_pipe, &hooks) != 0) {
+  sc->cl = cl;
+  if (sluice__conn_init(&sc->conn, sluice__sconn_loop_loop(cl), is_pipe,
+                        &hooks) != 0) {
     free(sc);
     return SLUICE_ERR_NOMEM;
   }
-  sc->next = sl->conns;
-  if (sl->conns)
-    sl->conns->prev = sc;
-  sl->conns = sc;
-  sl->n_conns++;
-  uv_mutex_lock(&sl->srv->mu);
-  sl->srv->live_conns++;
-  uv_mutex_unlock(&sl->srv->mu);
+  sluice__list_init(&sc->calls);
+  sluice__list_push(&cl->conns, &sc->link);
+  uv_mutex_lock(&sh->mu);
+  sh->live++;
+  uv_mutex_unlock(&sh->mu);
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
       nghttp2_session_server_new3(&s, g_callbacks, sc, g_options,
@@ -253,8 +265,8 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
     return 0;
   }
   sc->conn.session = s;
-  if (sl->srv->opts.tls) {
-    sluice__tls *t = sluice__tls_new(sl->srv->opts.tls, 0, NULL);
+  if (sh->opts->tls) {
+    sluice__tls *t = sluice__tls_new(sh->opts->tls, 0, NULL);
     if (!t) {
       sluice__conn_close(&sc->conn, "out of memory");
       return 0;
@@ -263,7 +275,7 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   }
   nghttp2_settings_entry iv[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-       sl->srv->opts.max_concurrent_streams},
+       sh->opts->max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SLUICE_STREAM_WINDOW},
   };
   nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
@@ -272,7 +284,7 @@ int sluice__sconn_accept(sluice__sloop *sl, uv_os_sock_t fd, int is_pipe) {
   return 0;
 }
 
-void sluice__sconn_goaway(sluice__sconn *sc) {
+static void goaway(sluice__sconn *sc) {
   if (sc->draining || !sc->conn.session)
     return;
   sc->draining = 1;
@@ -282,13 +294,55 @@ void sluice__sconn_goaway(sluice__sconn *sc) {
       sc->conn.session, NGHTTP2_FLAG_NONE,
       nghttp2_session_get_last_proc_stream_id(sc->conn.session),
       NGHTTP2_NO_ERROR, (const uint8_t *)"shutdown", 8);
-  if (sc->active_calls == 0)
+  if (sluice__list_empty(&sc->calls))
     sluice__conn_close_when_flushed(&sc->conn);
   sluice__conn_want_write(&sc->conn);
 }
 
-void sluice__sconn_close(sluice__sconn *sc, const char *reason) {
-  if (sc->conn.session)
-    sluice__conn_flush(&sc->conn);
-  sluice__conn_close(&sc->conn, reason);
+void sluice__sconn_loop_goaway(sluice__sconn_loop *cl) {
+  SLUICE__LIST_FOREACH_SAFE(n, &cl->conns) {
+    goaway(SLUICE__CONTAINER_OF(n, sluice__sconn, link));
+  }
+}
+
+void sluice__sconn_loop_close(sluice__sconn_loop *cl, const char *reason) {
+  SLUICE__LIST_FOREACH_SAFE(n, &cl->conns) {
+    sluice__sconn *sc = SLUICE__CONTAINER_OF(n, sluice__sconn, link);
+    if (sc->conn.session)
+      sluice__conn_flush(&sc->conn);
+    sluice__conn_close(&sc->conn, reason);
+  }
+}
+
+/* ---- the server's and the loops' */
+
+void sluice__sconn_shared_init(sluice__sconn_shared *sh,
+                               const sluice_server_opts *opts,
+                               sluice__routes *routes) {
+  sh->opts = opts;
+  sh->routes = routes;
+  sh->live = 0;
+  uv_mutex_init(&sh->mu);
+  uv_cond_init(&sh->cv);
+}
+
+void sluice__sconn_shared_destroy(sluice__sconn_shared *sh) {
+  uv_mutex_destroy(&sh->mu);
+  uv_cond_destroy(&sh->cv);
+}
+
+void sluice__sconn_wait_gone(sluice__sconn_shared *sh, uint64_t end_ns) {
+  uv_mutex_lock(&sh->mu);
+  while (sh->live > 0) {
+    uint64_t now = uv_hrtime();
+    if (now >= end_ns)
+      break;
+    uv_cond_timedwait(&sh->cv, &sh->mu, end_ns - now);
+  }
+  uv_mutex_unlock(&sh->mu);
+}
+
+void sluice__sconn_loop_init(sluice__sconn_loop *cl, sluice__sconn_shared *sh) {
+  cl->shared = sh;
+  sluice__list_init(&cl->conns);
 }

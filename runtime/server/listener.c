@@ -1,0 +1,212 @@
+/* Listening sockets and the hand-off of accepted connections to the
+ * loops. */
+#include "server/listener.h"
+
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/list.h"
+#include "sluice/status.h"
+
+/* Keeps a listening socket; closes fd on failure. */
+static int add_listener(sluice__listeners *ls, int fd, const char *path) {
+  sluice__listener *l = realloc(ls->v, (ls->n + 1) * sizeof *l);
+  if (!l) {
+    close(fd);
+    return SLUICE_ERR_NOMEM;
+  }
+  ls->v = l;
+  l = &ls->v[ls->n++];
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  l->is_pipe = path != NULL;
+  l->path = path ? strdup(path) : NULL;
+  return 0;
+}
+
+static int listen_unix(sluice__listeners *ls, const char *path) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  if (!*path || strlen(path) >= sizeof sa.sun_path)
+    return SLUICE_ERR_BAD_ADDRESS;
+  sa.sun_family = AF_UNIX;
+  strcpy(sa.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return SLUICE_ERR_SYSTEM;
+  unlink(path); /* a stale socket file from an earlier run */
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      listen(fd, 1024) != 0) {
+    close(fd);
+    return SLUICE_ERR_BAD_ADDRESS;
+  }
+  return add_listener(ls, fd, path);
+}
+
+int sluice__listeners_add(sluice__listeners *ls, const char *address,
+                          int *port_out) {
+  if (port_out)
+    *port_out = 0;
+  if (strncmp(address, "unix:", 5) == 0)
+    return listen_unix(ls, address + 5);
+  /* host:port or [v6]:port */
+  char host[256];
+  const char *colon = strrchr(address, ':');
+  if (!colon || colon == address || strlen(colon + 1) == 0 ||
+      (size_t)(colon - address) >= sizeof host)
+    return SLUICE_ERR_BAD_ADDRESS;
+  const char *hs = address;
+  size_t hl = (size_t)(colon - address);
+  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
+    hs++;
+    hl -= 2;
+  }
+  memcpy(host, hs, hl);
+  host[hl] = 0;
+  for (const char *p = colon + 1; *p; p++)
+    if (*p < '0' || *p > '9')
+      return SLUICE_ERR_BAD_ADDRESS;
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (getaddrinfo(hl ? host : NULL, colon + 1, &hints, &res) != 0 || !res)
+    return SLUICE_ERR_BAD_ADDRESS;
+  int fd =
+      socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    return SLUICE_ERR_SYSTEM;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+    freeaddrinfo(res);
+    close(fd);
+    return SLUICE_ERR_BAD_ADDRESS;
+  }
+  freeaddrinfo(res);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  getsockname(fd, (struct sockaddr *)&ss, &sl);
+  int port = ss.ss_family == AF_INET6
+                 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  int rv = add_listener(ls, fd, NULL);
+  if (rv == 0 && port_out)
+    *port_out = port;
+  return rv;
+}
+
+/* ---- accepting */
+
+/* One accepted socket on its way to a loop. */
+typedef struct handoff {
+  sluice__task task;
+  sluice__listeners *ls;
+  sluice__sconn_loop *cl;
+  int fd;
+  int is_pipe;
+} handoff;
+
+static void on_handoff(sluice__task *t) {
+  handoff *h = SLUICE__CONTAINER_OF(t, handoff, task);
+  if (__atomic_load_n(&h->ls->stopping, __ATOMIC_ACQUIRE) ||
+      sluice__sconn_accept(h->cl, h->fd, h->is_pipe) != 0)
+    close(h->fd);
+  free(h);
+}
+
+static void on_listen_readable(uv_poll_t *p, int status, int events) {
+  sluice__listeners *ls = p->data;
+  sluice__listener *l = SLUICE__CONTAINER_OF(p, sluice__listener, poll);
+  (void)events;
+  if (status < 0)
+    return;
+  /* Drain the backlog, bounded so one burst cannot starve the loop. */
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+      break;
+    handoff *h = malloc(sizeof *h);
+    if (!h) {
+      close(fd);
+      continue;
+    }
+    memset(h, 0, sizeof *h);
+    h->task.fn = on_handoff;
+    h->ls = ls;
+    h->cl = ls->loops[ls->next++ % ls->n_loops];
+    h->fd = fd;
+    h->is_pipe = l->is_pipe;
+    sluice__loop_post(sluice__sconn_loop_loop(h->cl), &h->task);
+  }
+}
+
+static void on_start(sluice__task *t) {
+  sluice__listeners *ls =
+      SLUICE__CONTAINER_OF(t, sluice__listeners, start_task);
+  uv_loop_t *uv = sluice__loop_uv(sluice__sconn_loop_loop(ls->loops[0]));
+  for (size_t i = 0; i < ls->n; i++) {
+    sluice__listener *l = &ls->v[i];
+    uv_poll_init(uv, &l->poll, l->fd);
+    l->poll.data = ls;
+    uv_poll_start(&l->poll, UV_READABLE, on_listen_readable);
+    ls->open++;
+  }
+}
+
+void sluice__listeners_start(sluice__listeners *ls,
+                             sluice__sconn_loop *const *loops, unsigned n) {
+  ls->loops = loops;
+  ls->n_loops = n;
+  ls->start_task.fn = on_start;
+  sluice__loop_post(sluice__sconn_loop_loop(loops[0]), &ls->start_task);
+}
+
+void sluice__listeners_stop(sluice__listeners *ls) {
+  __atomic_store_n(&ls->stopping, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- closing */
+
+static void on_listener_closed(uv_handle_t *h) {
+  sluice__listener *l = SLUICE__CONTAINER_OF(h, sluice__listener, poll);
+  close(l->fd);
+  if (l->path)
+    unlink(l->path);
+  l->fd = -1;
+}
+
+void sluice__listeners_close(sluice__listeners *ls) {
+  for (size_t i = 0; i < ls->n; i++)
+    if (ls->v[i].fd >= 0 && ls->open)
+      uv_close((uv_handle_t *)&ls->v[i].poll, on_listener_closed);
+  ls->open = 0;
+}
+
+void sluice__listeners_release(sluice__listeners *ls) {
+  for (size_t i = 0; i < ls->n; i++)
+    if (ls->v[i].fd >= 0) {
+      close(ls->v[i].fd);
+      if (ls->v[i].path)
+        unlink(ls->v[i].path);
+      ls->v[i].fd = -1;
+    }
+}
+
+void sluice__listeners_free(sluice__listeners *ls) {
+  for (size_t i = 0; i < ls->n; i++) {
+    if (ls->v[i].fd >= 0)
+      close(ls->v[i].fd);
+    free(ls->v[i].path);
+  }
+  free(ls->v);
+  ls->v = NULL;
+  ls->n = 0;
+}

@@ -1,0 +1,118 @@
+/* Server calls as the rest of the server sees them; the call's own struct
+ * is private to server_call.c.
+ *
+ * A call is created by its connection for a new stream and fed what the
+ * stream brings: the request headers (parsed by the connection into the
+ * call's sluice__sreq), the route, DATA, END_STREAM, the stream's close.
+ * Below it are admission (admit.h), the load report (load_report.h) and
+ * the transport connection whose nghttp2 session carries its stream. It
+ * calls nothing above it: the handler is run from a task on its loop, and
+ * finish may come from any thread.
+ *
+ * Loop thread only, except where said. */
+#ifndef SLUICE_SERVER_CALL_H
+#define SLUICE_SERVER_CALL_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/list.h"
+#include "core/loop.h"
+#include "core/objcache.h"
+#include "server/admit.h"
+#include "server/load_report.h"
+#include "server/route.h"
+#include "server/server_opts.h"
+#include "sluice/server.h"
+#include "transport/conn.h"
+
+/* What the calls of one server share. */
+typedef struct sluice__scall_shared {
+  const sluice_server_opts *opts;
+  sluice__load *load;
+  sluice__admission *admit;
+  int stopped;   /* atomic: the loops are being deleted; finish() from now
+                    on parks the call in orphans instead of posting */
+  uv_mutex_t mu; /* guards joined and orphans */
+  int joined;    /* every loop thread has exited: finish() from now on
+                    frees the call on its own thread */
+  sluice__list orphans; /* calls finished after stopped, freed once
+                           joined */
+} sluice__scall_shared;
+
+/* What the calls of one loop share. */
+typedef struct sluice__scall_loop {
+  sluice__scall_shared *shared;
+  sluice__loop *loop;
+  sluice__admit_queue *aq;
+  sluice__objcache cache; /* freed call objects (loop thread only) */
+  int finishing;          /* atomic: finish() calls on this loop's calls between
+                             their check of stopped and their post */
+} sluice__scall_loop;
+
+/* The request headers as the connection parses them, until it calls
+ * sluice__scall_headers_done (read by the call from then on). */
+typedef struct sluice__sreq {
+  char *path; /* path_buf, or strndup'd when longer; NULL: none */
+  char path_buf[96];
+  int bad_method, bad_content_type, bad_timeout;
+  uint64_t deadline_ns;   /* from grpc-timeout; 0: none */
+  int enc_ok;             /* grpc-encoding known (or absent) */
+  int enc_unknown;        /* a grpc-encoding we do not support */
+  sluice_compression enc; /* the request's grpc-encoding */
+  int accept_gzip;        /* grpc-accept-encoding lists gzip */
+  sluice_metadata *md;    /* the custom metadata */
+} sluice__sreq;
+
+/* The part of a call its connection owns: all the connection sees. The
+ * connection keeps it as its nghttp2 stream's user data. */
+typedef struct sluice__sstream {
+  sluice__list link; /* in the connection's calls while the stream is open:
+                        the connection links and unlinks it */
+  sluice__sreq req;
+} sluice__sstream;
+
+/* ---- the server and its loops */
+
+void sluice__scall_shared_init(sluice__scall_shared *sh,
+                               const sluice_server_opts *opts,
+                               sluice__load *load, sluice__admission *admit);
+void sluice__scall_shared_destroy(sluice__scall_shared *sh);
+/* A loop's calls: on loop, admitted through aq. */
+void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
+                             sluice__loop *loop, sluice__admit_queue *aq);
+/* Shutdown is deleting the loops: late finishes are parked from now on. */
+void sluice__scall_stop(sluice__scall_shared *sh);
+/* Waits until the finishes on lp that did not see stopped have posted. */
+void sluice__scall_loop_quiesce(sluice__scall_loop *lp);
+/* The loop is gone: frees the cached call objects. */
+void sluice__scall_loop_destroy(sluice__scall_loop *lp);
+/* After every loop thread has exited: frees the calls finished while the
+ * loops were being deleted; later finishes free their call directly. */
+void sluice__scall_free_orphans(sluice__scall_shared *sh);
+
+/* ---- a call, for its connection */
+
+/* A call for stream stream_id of conn, on lp's loop; NULL when out of
+ * memory. The caller links it into its list of calls. peer_identity is
+ * copied; pacer is borrowed while the stream is open. */
+sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
+                                   int32_t stream_id, const char *peer_identity,
+                                   sluice__load_pacer *pacer);
+/* The request headers are complete, valid and routed: set up receiving; a
+ * client-streaming or bidi method is dispatched now. */
+void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route);
+/* The request is complete (END_STREAM): a unary or server-streaming method
+ * is dispatched; a streaming one learns of the half-close. */
+void sluice__scall_request_done(sluice__sstream *st);
+/* Data for the call's stream (consumes the window as messages are
+ * delivered). */
+void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len);
+/* Answers with an error (trailers-only) from the library itself. */
+void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
+                        const char *message);
+/* The stream closed (or the connection died; h2_error then CANCEL); the
+ * connection has unlinked it. */
+void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error);
+
+#endif

@@ -1,0 +1,48 @@
+/* Server options: the opaque sluice_server_opts behind the public setters
+ * (server_opts.c), and the server's own deep copy of them. A leaf of the
+ * server layer: every other server file may read the options, none of them
+ * is seen from here. */
+#ifndef SLUICE_SERVER_OPTS_H
+#define SLUICE_SERVER_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/server.h"
+
+/* sluice_server_opts_set_method_max_concurrent_calls */
+typedef struct sluice__method_limit {
+  char *path;
+  uint32_t limit;
+} sluice__method_limit;
+
+struct sluice_server_opts {
+  unsigned threads;
+  uint32_t max_request_size;
+  uint32_t max_response_size;
+  uint32_t max_concurrent_streams;
+  uint32_t send_buffer;
+  /* admission (admit.c) */
+  uint32_t max_calls; /* server-wide concurrent calls; 0: no limit */
+  sluice__method_limit *method_limits; /* owned */
+  size_t n_method_limits;
+  uint32_t max_queue;       /* waiting calls, server-wide */
+  uint32_t codel_target_ms; /* 0: CoDel off */
+  uint32_t codel_interval_ms;
+  int load_report; /* endpoint-load-metrics-bin in the trailers */
+  uint32_t load_report_interval_ms; /* per connection; 0: every response */
+  struct ssl_ctx_st *tls;           /* NULL: plaintext; a reference */
+  char last_error[256];
+};
+
+/* Makes dst a deep copy of src: the method limits are duplicated and a
+ * reference to the TLS context is taken. Returns 0, or SLUICE_ERR_NOMEM
+ * with nothing to free in dst. */
+int sluice__server_opts_copy(sluice_server_opts *dst,
+                             const sluice_server_opts *src);
+
+/* Frees what a copy owns (the method limits, the TLS reference); dst
+ * itself is the caller's. */
+void sluice__server_opts_clear(sluice_server_opts *o);
+
+#endif
