@@ -272,7 +272,7 @@ static void attempt_read(sluice__stream *s, size_t n, int ready,
     sluice__loop_post(a->call->ch->loop, &a->call->ready_task);
 }
 
-static const sluice__stream_ops stream_ops = {attempt_read};
+static const sluice__stream_ops stream_ops = {attempt_read, NULL};
 
 /* The picker opened the attempt's stream. */
 static void attempt_sent(sluice__pick *p) {

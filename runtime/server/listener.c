@@ -2,6 +2,8 @@
  * loops. */
 #include "server/listener.h"
 
+#include "transport/addr.h"
+
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,29 +55,17 @@ int sluice__listeners_add(sluice__listeners *ls, const char *address,
     *port_out = 0;
   if (strncmp(address, "unix:", 5) == 0)
     return listen_unix(ls, address + 5);
-  /* host:port or [v6]:port */
+  /* host:port or [v6]:port (transport/addr.c) */
   char host[256];
-  const char *colon = strrchr(address, ':');
-  if (!colon || colon == address || strlen(colon + 1) == 0 ||
-      (size_t)(colon - address) >= sizeof host)
+  const char *service;
+  if (sluice__addr_split_listen(address, host, sizeof host, &service) != 0)
     return SLUICE_ERR_BAD_ADDRESS;
-  const char *hs = address;
-  size_t hl = (size_t)(colon - address);
-  if (hs[0] == '[' && hl >= 2 && hs[hl - 1] == ']') {
-    hs++;
-    hl -= 2;
-  }
-  memcpy(host, hs, hl);
-  host[hl] = 0;
-  for (const char *p = colon + 1; *p; p++)
-    if (*p < '0' || *p > '9')
-      return SLUICE_ERR_BAD_ADDRESS;
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
-  if (getaddrinfo(hl ? host : NULL, colon + 1, &hints, &res) != 0 || !res)
+  if (getaddrinfo(host[0] ? host : NULL, service, &hints, &res) != 0 || !res)
     return SLUICE_ERR_BAD_ADDRESS;
   int fd =
       socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

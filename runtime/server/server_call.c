@@ -28,16 +28,14 @@ struct sluice_server_call {
   sluice__task ready_task;  /* report on_send_ready */
   sluice__task resume_task; /* handlers set or pause changed (any thread) */
   int kick_posted, resume_posted; /* atomic */
-  sluice__conn *conn; /* its connection's transport; NULL once the stream is
-                         gone */
-  sluice__load_pacer *pacer; /* its connection's; NULL with conn */
+  sluice__load_pacer *pacer;      /* its connection's; NULL with conn */
   sluice__scall_loop *lp;
-  int32_t stream_id;
   sluice__route *route;
-  sluice__sstream st; /* the connection's part: link, request headers */
+  sluice__sstream st; /* the connection's part: link, stream endpoint (its
+                         connection: NULL once the stream is gone), request
+                         headers */
   /* request */
   int msg_compressed; /* the last delivered request message was */
-  sluice__recv recv;
   ProtobufCMessage *req;
   int n_msgs;
   int half_closed;     /* the client's END_STREAM arrived */
@@ -45,6 +43,7 @@ struct sluice_server_call {
   sluice_status_code fail_code;
   const char *fail_reason;
   char fail_buf[160];
+  char size_buf[80]; /* the receiver's "larger than max" text */
   char peer[64];
   char *peer_identity; /* copied from the connection, or NULL */
   uv_timer_t timer;
@@ -91,6 +90,7 @@ enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
 
 static void fail(sluice_server_call *call, sluice_status_code code,
                  const char *message);
+static const sluice__stream_ops stream_ops;
 static void on_finish_task(sluice__task *t);
 static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
@@ -98,13 +98,11 @@ static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
 
 static int streams_requests(const sluice_server_call *call) {
-  sluice_call_kind k = call->route->method->kind;
-  return k == SLUICE_CALL_CLIENT_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+  return sluice_call_kind_streams_requests(call->route->method->kind);
 }
 
 static int streams_responses(const sluice_server_call *call) {
-  sluice_call_kind k = call->route->method->kind;
-  return k == SLUICE_CALL_SERVER_STREAMING || k == SLUICE_CALL_BIDI_STREAMING;
+  return sluice_call_kind_streams_responses(call->route->method->kind);
 }
 
 /* ---- admission's ops */
@@ -130,7 +128,7 @@ static void on_run_task(sluice__task *t) {
  * instead of running the handler. */
 static void shed(sluice_server_call *call, sluice_status_code code,
                  const char *message, uint32_t pushback_ms) {
-  if (call->responded || !call->conn)
+  if (call->responded || !call->st.s.conn)
     return;
   call->pushback_ms = pushback_ms;
   fail(call, code, message);
@@ -174,12 +172,13 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
     sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
-  call->conn = conn;
+  call->st.s.sendq = &call->sendq;
+  call->st.s.ops = &stream_ops;
+  sluice__stream_attach(&call->st.s, conn, stream_id);
+  sluice__grpc_req_init(&call->st.req, call->st.req.md);
   call->pacer = pacer;
   call->lp = lp;
-  call->stream_id = stream_id;
   call->refs = 1; /* the stream's */
-  call->st.req.enc_ok = 1;
   call->finish_task.fn = on_finish_task;
   call->run_task.fn = on_run_task;
   call->kick_task.fn = on_kick_task;
@@ -204,8 +203,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  if (call->st.req.path != call->st.req.path_buf)
-    free(call->st.req.path);
+  sluice__grpc_req_reset(&call->st.req);
   free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
@@ -214,7 +212,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
   uv_mutex_destroy(&call->md_mu);
-  sluice__recv_reset(&call->recv);
+  sluice__recv_reset(&call->st.s.recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, NULL);
   if (on_loop)
@@ -314,8 +312,8 @@ typedef struct status_bufs {
  * interval on a connection (and always with a shed call's pushback). */
 static int want_load_report(sluice_server_call *call) {
   return sluice__load_due(call->lp->shared->load,
-                          call->pushback_ms || !call->conn ? NULL
-                                                           : call->pacer);
+                          call->pushback_ms || !call->st.s.conn ? NULL
+                                                                : call->pacer);
 }
 
 /* Trailers carrying call->code/message, the trailing metadata,
@@ -357,39 +355,37 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
   return sluice__nvs_failed(h) ? -1 : 0;
 }
 
-static ssize_t read_response(nghttp2_session *s, int32_t id, uint8_t *buf,
-                             size_t len, uint32_t *flags,
-                             nghttp2_data_source *src, void *ud) {
-  (void)ud;
-  sluice_server_call *call = src->ptr;
-  size_t n;
-  int ready;
+/* The data provider's body (transport/stream.h): the send queue, then
+ * the status in the trailers. */
+static ssize_t read_response(sluice__stream *s, uint8_t *buf, size_t len,
+                             uint32_t *flags) {
+  sluice_server_call *call = SLUICE__CONTAINER_OF(s, sluice_server_call, st.s);
   if (call->final_sent) /* the library ended the stream (end_now) */
     return NGHTTP2_ERR_DEFERRED;
-  sluice__sendq_state st =
-      sluice__sendq_read(&call->sendq, buf, len, &n, &ready);
+  int ready = 0;
+  ssize_t n = sluice__stream_read(s, buf, len, flags, &ready);
   if (ready)
     sluice__loop_post(call->lp->loop, &call->ready_task);
-  if (st == SLUICE__SENDQ_DEFERRED)
-    return NGHTTP2_ERR_DEFERRED;
-  if (st == SLUICE__SENDQ_EOF) {
+  if (*flags & NGHTTP2_DATA_FLAG_EOF) {
     /* The queue closes when the final status is decided (finish or a
      * library failure); the status goes in the trailers. */
-    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
     sluice__nvs t;
     sluice__nvs_init(&t);
     status_bufs b;
     int rv = add_status(&t, call, &b) != 0
                  ? -1
-                 : nghttp2_submit_trailer(s, id, t.nv, t.n);
+                 : nghttp2_submit_trailer(s->conn->session, s->id, t.nv, t.n);
     sluice__nvs_free(&t);
     free(b.msg);
     if (rv != 0)
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     call->final_sent = 1;
   }
-  return (ssize_t)n;
+  return n;
 }
+
+static const sluice__stream_ops stream_ops = {NULL, read_response};
 
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
@@ -400,7 +396,7 @@ static int response_compressed(const sluice_server_call *call) {
 /* Submits the response HEADERS with a data provider on the send queue, or
  * a Trailers-Only answer when the status is decided and nothing was sent. */
 static void submit_headers(sluice_server_call *call, int http_status) {
-  sluice__conn *conn = call->conn;
+  sluice__conn *conn = call->st.s.conn;
   sluice__nvs h;
   sluice__nvs_init(&h);
   char st[16];
@@ -424,39 +420,35 @@ static void submit_headers(sluice_server_call *call, int http_status) {
                        sluice__sendq_pushed(&call->sendq) == 0);
   __atomic_store_n(&call->headers_sent, 1, __ATOMIC_RELEASE);
   if (!trailers_only) {
-    nghttp2_data_provider dp;
-    dp.source.ptr = call;
-    dp.read_callback = read_response;
+    nghttp2_data_provider dp = sluice__stream_provider(&call->st.s);
     rv = sluice__nvs_failed(&h)
              ? -1
-             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
-                                       h.n, &dp);
+             : nghttp2_submit_response(conn->session, call->st.s.id, h.nv, h.n,
+                                       &dp);
   } else {
     /* Trailers-Only: one HEADERS frame with END_STREAM. */
     rv = add_status(&h, call, &b) != 0
              ? -1
-             : nghttp2_submit_response(conn->session, call->stream_id, h.nv,
-                                       h.n, NULL);
+             : nghttp2_submit_response(conn->session, call->st.s.id, h.nv, h.n,
+                                       NULL);
     call->final_sent = rv == 0;
   }
   sluice__nvs_free(&h);
   free(b.msg);
   if (rv != 0)
-    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
-                              NGHTTP2_INTERNAL_ERROR);
+    sluice__stream_reset(&call->st.s, NGHTTP2_INTERNAL_ERROR);
   sluice__conn_want_write(conn);
 }
 
 /* Loop: pushes out what the handler queued (headers first). */
 static void push_out(sluice_server_call *call) {
-  if (!call->conn)
+  if (!call->st.s.conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
-    submit_headers(call, call->st.req.bad_content_type ? 415 : 200);
+    submit_headers(call, sluice__grpc_req_http_status(&call->st.req));
     return;
   }
-  nghttp2_session_resume_data(call->conn->session, call->stream_id);
-  sluice__conn_want_write(call->conn);
+  sluice__stream_resume_send(&call->st.s);
 }
 
 /* A status the library decided, once the response headers are out: the
@@ -464,20 +456,19 @@ static void push_out(sluice_server_call *call) {
  * may never run again (a client that reads nothing more); the messages
  * were dropped and the trailers, a HEADERS frame, need no window. */
 static void end_now(sluice_server_call *call) {
-  sluice__conn *conn = call->conn;
+  sluice__conn *conn = call->st.s.conn;
   sluice__nvs t;
   sluice__nvs_init(&t);
   status_bufs b;
   int rv =
       add_status(&t, call, &b) != 0
           ? -1
-          : nghttp2_submit_trailer(conn->session, call->stream_id, t.nv, t.n);
+          : nghttp2_submit_trailer(conn->session, call->st.s.id, t.nv, t.n);
   sluice__nvs_free(&t);
   free(b.msg);
   call->final_sent = rv == 0;
   if (rv != 0)
-    nghttp2_submit_rst_stream(conn->session, NGHTTP2_FLAG_NONE, call->stream_id,
-                              NGHTTP2_INTERNAL_ERROR);
+    sluice__stream_reset(&call->st.s, NGHTTP2_INTERNAL_ERROR);
   sluice__conn_want_write(conn);
 }
 
@@ -498,7 +489,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
     sluice__sendq_abort(&call->sendq);
   else
     sluice__sendq_close(&call->sendq, &deferred);
-  if (drop && call->conn && !call->final_sent &&
+  if (drop && call->st.s.conn && !call->final_sent &&
       __atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE))
     end_now(call);
   else
@@ -507,7 +498,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
 
 static void fail(sluice_server_call *call, sluice_status_code code,
                  const char *message) {
-  if (call->responded || !call->conn)
+  if (call->responded || !call->st.s.conn)
     return;
   decide(call, code, message, 1);
 }
@@ -521,16 +512,9 @@ void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
 
 static void tell_done(sluice_server_call *call, int cancelled);
 
-static void give_back(sluice_server_call *call, size_t n) {
-  if (n && call->conn && call->conn->session) {
-    nghttp2_session_consume(call->conn->session, call->stream_id, n);
-    sluice__conn_want_write(call->conn);
-  }
-}
-
 static void maybe_tell_half_close(sluice_server_call *call) {
   if (call->half_closed && !call->half_close_told && call->handlers_set &&
-      !sluice__recv_holding(&call->recv) && !call->responded &&
+      !sluice__recv_holding(&call->st.s.recv) && !call->responded &&
       streams_requests(call)) {
     call->half_close_told = 1;
     if (call->h.on_half_close)
@@ -557,7 +541,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   ProtobufCMessage *msg;
   sluice_status_code code = sluice__msg_unpack(
       m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
-      call->recv.deframer.max_size, &msg, call->fail_buf,
+      call->st.s.recv.deframer.max_size, &msg, call->fail_buf,
       sizeof call->fail_buf);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
@@ -587,30 +571,19 @@ static void fail_from_recv(sluice_server_call *call, sluice_status_code code,
   if (call->fail_code == SLUICE_STATUS_OK) {
     call->fail_code = code;
     call->fail_reason = reason;
-    if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED &&
-        sluice__deframer_last_len(&call->recv.deframer)) {
-      snprintf(call->fail_buf, sizeof call->fail_buf,
-               "received message larger than max (%u vs. %u)",
-               sluice__deframer_last_len(&call->recv.deframer),
-               call->recv.deframer.max_size);
-      call->fail_reason = call->fail_buf;
-    }
   }
   fail(call, call->fail_code, call->fail_reason);
 }
 
 void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
   sluice_server_call *call = call_of(st);
-  nghttp2_session *s = call->conn->session;
   if (call->responded || !call->route) {
-    nghttp2_session_consume(s, call->stream_id, len);
+    nghttp2_session_consume(st->s.conn->session, st->s.id, len);
     return;
   }
-  const char *reason = "";
-  size_t consume = 0;
-  sluice_status_code code =
-      sluice__recv_feed(&call->recv, data, len, &consume, &reason);
-  give_back(call, consume);
+  const char *reason;
+  sluice_status_code code = sluice__stream_data_in(
+      &st->s, data, len, call->size_buf, sizeof call->size_buf, &reason);
   if (code != SLUICE_STATUS_OK && !call->responded)
     fail_from_recv(call, code, reason);
 }
@@ -619,9 +592,9 @@ void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
 
 static void on_deadline(uv_timer_t *t) {
   sluice_server_call *call = t->data;
-  if (call->responded || !call->conn)
+  if (call->responded || !call->st.s.conn)
     return;
-  if (sluice__timer_early(t, call->st.req.deadline_ns, on_deadline))
+  if (sluice__timer_early(t, call->st.deadline_ns, on_deadline))
     return;
   if (sluice__admit_queued(&call->adm)) {
     char msg[96];
@@ -641,9 +614,9 @@ static void on_deadline(uv_timer_t *t) {
 }
 
 static void dispatch(sluice_server_call *call) {
-  if (call->st.req.deadline_ns) {
+  if (call->st.deadline_ns) {
     uint64_t now = sluice_now_ns();
-    if (now >= call->st.req.deadline_ns) {
+    if (now >= call->st.deadline_ns) {
       fail(call, SLUICE_STATUS_DEADLINE_EXCEEDED,
            "deadline exceeded before the handler ran");
       return;
@@ -652,12 +625,12 @@ static void dispatch(sluice_server_call *call) {
     call->timer.data = call;
     call->timer_open = 1;
     call->refs++;
-    sluice__timer_start_deadline(&call->timer, call->st.req.deadline_ns, now,
+    sluice__timer_start_deadline(&call->timer, call->st.deadline_ns, now,
                                  on_deadline);
   }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
   call->adm.limit = &call->route->limit;
-  call->adm.deadline_ns = call->st.req.deadline_ns;
+  call->adm.deadline_ns = call->st.deadline_ns;
   sluice__admit_refusal why;
   switch (sluice__admit(call->lp->aq, &call->adm, &why)) {
   case SLUICE__ADMIT_RUN:
@@ -676,7 +649,7 @@ void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route) {
   call->route = route;
   /* Requests of streaming methods wait (held) until the handler registers
    * its callbacks. */
-  sluice__recv_init(&call->recv, max_request(call), deliver, call,
+  sluice__recv_init(&call->st.s.recv, max_request(call), deliver, call,
                     streams_requests(call));
   if (streams_requests(call))
     dispatch(call);
@@ -690,7 +663,7 @@ void sluice__scall_request_done(sluice__sstream *st) {
     fail(call, call->fail_code, call->fail_reason);
     return;
   }
-  if (sluice__deframer_partial(&call->recv.deframer)) {
+  if (sluice__deframer_partial(&call->st.s.recv.deframer)) {
     fail(call, SLUICE_STATUS_INTERNAL,
          "request ended in the middle of a message");
     return;
@@ -718,13 +691,7 @@ static void tell_done(sluice_server_call *call, int cancelled) {
 
 void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error) {
   sluice_server_call *call = call_of(st);
-  sluice__conn *conn = call->conn;
-  if (conn) {
-    size_t left = sluice__recv_take_unconsumed(&call->recv);
-    if (left && conn->session)
-      nghttp2_session_consume_connection(conn->session, left);
-  }
-  call->conn = NULL;
+  sluice__stream_detach(&call->st.s); /* unconsumed bytes, conn = NULL */
   call->pacer = NULL;
   sluice__admit_dequeue(call->lp->aq, &call->adm);
   /* One rule for every kind of call: cancelled 0 only when the handler
@@ -776,23 +743,21 @@ static void on_resume_task(sluice__task *t) {
      * change before set_handlers; stay held. */
     return;
   }
-  if (!call->conn) { /* the stream ended before the handler registered */
+  if (!call->st.s.conn) { /* the stream ended before the handler registered */
     tell_done(call, call->end_cancelled);
     return;
   }
-  call->recv.paused = __atomic_load_n(&call->want_paused, __ATOMIC_ACQUIRE);
-  if (call->responded || call->recv.paused)
+  call->st.s.recv.paused =
+      __atomic_load_n(&call->want_paused, __ATOMIC_ACQUIRE);
+  if (call->responded || call->st.s.recv.paused)
     return;
-  size_t n = 0;
-  if (sluice__recv_drain(&call->recv, &n) != 0) {
-    give_back(call, n);
+  if (sluice__stream_drain(&call->st.s) != 0) {
     if (!call->responded)
       fail_from_recv(call,
                      call->fail_code ? call->fail_code : SLUICE_STATUS_INTERNAL,
                      call->fail_reason ? call->fail_reason : "");
     return;
   }
-  give_back(call, n);
   maybe_tell_half_close(call);
 }
 
@@ -808,7 +773,7 @@ static void on_finish_task(sluice__task *t) {
       SLUICE__CONTAINER_OF(t, sluice_server_call, finish_task);
   /* The slot goes to a waiting call first; then this call's status. */
   sluice__admit_release(call->lp->aq, &call->adm, 1);
-  if (call->conn && !call->responded) {
+  if (call->st.s.conn && !call->responded) {
     call->handler_status = 1;
     decide(call, call->fin_code, call->fin_message, 0);
   }
@@ -968,7 +933,7 @@ int sluice_server_call_set_recv_paused(sluice_server_call *call, int paused) {
     return SLUICE_ERR_INVALID_ARG;
   __atomic_store_n(&call->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
   if (paused && sluice__loop_on_thread(call->lp->loop))
-    call->recv.paused = 1;
+    call->st.s.recv.paused = 1;
   post_resume(call);
   return 0;
 }
@@ -988,7 +953,8 @@ int sluice_server_call_message_compressed(const sluice_server_call *call) {
 }
 
 size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
-  return call ? __atomic_load_n(&call->recv.buffered_max, __ATOMIC_RELAXED) : 0;
+  return call ? __atomic_load_n(&call->st.s.recv.buffered_max, __ATOMIC_RELAXED)
+              : 0;
 }
 
 /* Any thread, like send and finish: under md_mu, so the loop never reads a
@@ -1032,7 +998,7 @@ sluice_server_call_metadata(const sluice_server_call *call) {
 }
 
 uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
-  return call ? call->st.req.deadline_ns : 0;
+  return call ? call->st.deadline_ns : 0;
 }
 
 const char *sluice_server_call_peer_identity(const sluice_server_call *call) {

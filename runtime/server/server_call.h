@@ -25,6 +25,8 @@
 #include "server/server_opts.h"
 #include "sluice/server.h"
 #include "transport/conn.h"
+#include "transport/stream.h"
+#include "wire/grpc_headers.h"
 
 /* What the calls of one server share. */
 typedef struct sluice__scall_shared {
@@ -50,26 +52,17 @@ typedef struct sluice__scall_loop {
                              their check of stopped and their post */
 } sluice__scall_loop;
 
-/* The request headers as the connection parses them, until it calls
- * sluice__scall_headers_done (read by the call from then on). */
-typedef struct sluice__sreq {
-  char *path; /* path_buf, or strndup'd when longer; NULL: none */
-  char path_buf[96];
-  int bad_method, bad_content_type, bad_timeout;
-  uint64_t deadline_ns;   /* from grpc-timeout; 0: none */
-  int enc_ok;             /* grpc-encoding known (or absent) */
-  int enc_unknown;        /* a grpc-encoding we do not support */
-  sluice_compression enc; /* the request's grpc-encoding */
-  int accept_gzip;        /* grpc-accept-encoding lists gzip */
-  sluice_metadata *md;    /* the custom metadata */
-} sluice__sreq;
-
 /* The part of a call its connection owns: all the connection sees. The
  * connection keeps it as its nghttp2 stream's user data. */
 typedef struct sluice__sstream {
-  sluice__list link; /* in the connection's calls while the stream is open:
-                        the connection links and unlinks it */
-  sluice__sreq req;
+  sluice__list link;    /* in the connection's calls while the stream is open:
+                           the connection links and unlinks it */
+  sluice__stream s;     /* the endpoint: connection, id, the send queue's
+                           data provider, the receiver (transport/stream.h) */
+  sluice__grpc_req req; /* the request headers, as the connection parses
+                           them until sluice__scall_headers_done (read by
+                           the call from then on) */
+  uint64_t deadline_ns; /* from grpc-timeout; 0: none */
 } sluice__sstream;
 
 /* ---- the server and its loops */

@@ -7,12 +7,8 @@
 #include <string.h>
 
 #include "sluice/clock.h"
-#include "transport/h2mem.h"
+#include "transport/h2session.h"
 #include "transport/tls.h"
-#include "wire/compress.h"
-#include "wire/metadata_internal.h"
-#include "wire/metadata_rules.h"
-#include "wire/timeout.h"
 
 /* One HTTP/2 server connection. */
 typedef struct sluice__sconn {
@@ -46,8 +42,6 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
   return 0;
 }
 
-#define IS(lit) (nlen == sizeof(lit) - 1 && memcmp(n, lit, nlen) == 0)
-
 static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
                      const uint8_t *name, size_t nlen, const uint8_t *value,
                      size_t vlen, uint8_t flags, void *ud) {
@@ -56,43 +50,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
   if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0; /* trailers from a client carry nothing for unary calls */
-  sluice__sreq *rq = &st->req;
-  const char *n = (const char *)name;
-  const char *v = (const char *)value;
-  if (IS(":path")) {
-    if (rq->path != rq->path_buf)
-      free(rq->path);
-    if (vlen < sizeof rq->path_buf) {
-      memcpy(rq->path_buf, v, vlen);
-      rq->path_buf[vlen] = '\0';
-      rq->path = rq->path_buf;
-    } else {
-      rq->path = strndup(v, vlen);
-    }
-  } else if (IS(":method")) {
-    rq->bad_method = !(vlen == 4 && memcmp(v, "POST", 4) == 0);
-  } else if (IS("content-type")) {
-    rq->bad_content_type =
-        !(vlen >= 16 && memcmp(v, "application/grpc", 16) == 0 &&
-          (vlen == 16 || v[16] == '+' || v[16] == ';'));
-  } else if (IS("grpc-timeout")) {
-    uint64_t ns;
-    if (sluice__timeout_decode(v, vlen, &ns) == 0)
-      rq->deadline_ns =
-          sluice_now_ns() + (ns > UINT64_MAX / 2 ? UINT64_MAX / 2 : ns);
-    else
-      rq->bad_timeout = 1;
-  } else if (IS("grpc-encoding")) {
-    rq->enc_ok = sluice__encoding_parse(v, vlen, &rq->enc) == 0;
-    rq->enc_unknown = !rq->enc_ok;
-  } else if (IS("grpc-accept-encoding")) {
-    rq->accept_gzip =
-        sluice__accept_encoding_has(v, vlen, SLUICE_COMPRESS_GZIP);
-  } else if (n[0] != ':' || IS(":authority")) {
-    if (!sluice__md_is_reserved(n, nlen) || IS("user-agent") ||
-        IS(":authority"))
-      sluice__metadata_add_received(rq->md, n, nlen, value, vlen);
-  }
+  /* An entry without memory is lost; the request goes on. */
+  sluice__grpc_req_header(&st->req, (const char *)name, nlen, value, vlen);
   return 0;
 }
 
@@ -104,28 +63,17 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
   if (!st)
     return 0;
-  const sluice__sreq *rq = &st->req;
+  const sluice__grpc_req *rq = &st->req;
   if (frame->hd.type == NGHTTP2_HEADERS &&
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    if (rq->have_timeout)
+      st->deadline_ns = sluice__grpc_req_deadline(rq, sluice_now_ns());
     /* Headers complete: refuse early what can never succeed, so a client
-     * does not stream a large body for nothing. */
-    if (rq->bad_method) {
-      sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED,
-                         "gRPC requires the POST method");
-      return 0;
-    }
-    if (rq->bad_content_type) { /* answered with HTTP 415 */
-      sluice__scall_fail(st, SLUICE_STATUS_INTERNAL,
-                         "invalid gRPC request content-type");
-      return 0;
-    }
-    if (rq->bad_timeout) {
-      sluice__scall_fail(st, SLUICE_STATUS_INTERNAL,
-                         "invalid grpc-timeout header");
-      return 0;
-    }
-    if (!rq->path) {
-      sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED, "no :path");
+     * does not stream a large body for nothing (wire/grpc_headers.h: a bad
+     * content-type is answered with HTTP 415). */
+    sluice__grpc_req_verdict v = sluice__grpc_req_done(rq);
+    if (v.fault != SLUICE__GRPC_REQ_OK) {
+      sluice__scall_fail(st, v.code, v.text);
       return 0;
     }
     sluice__route *route =
@@ -186,14 +134,9 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
 }
 
 static nghttp2_session_callbacks *g_callbacks;
-static nghttp2_option *g_options;
 static uv_once_t g_once = UV_ONCE_INIT;
 
 static void init_callbacks(void) {
-  /* Window updates follow delivery (transport/recv.h). */
-  if (nghttp2_option_new(&g_options) != 0)
-    return;
-  nghttp2_option_set_no_auto_window_update(g_options, 1);
   nghttp2_session_callbacks *cbs;
   if (nghttp2_session_callbacks_new(&cbs) != 0)
     return;
@@ -257,8 +200,7 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   uv_mutex_unlock(&sh->mu);
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
-      nghttp2_session_server_new3(&s, g_callbacks, sc, g_options,
-                                  sluice__h2mem()) != 0) {
+      sluice__h2session_new(&s, SLUICE__H2_SERVER, g_callbacks, sc) != 0) {
     /* on_closed frees sc; the descriptor is closed with the handle if it
      * was adopted, by the caller otherwise */
     sluice__conn_close(&sc->conn, "cannot set up connection");
@@ -273,13 +215,8 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
     }
     sluice__conn_set_tls(&sc->conn, t);
   }
-  nghttp2_settings_entry iv[] = {
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
-       sh->opts->max_concurrent_streams},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SLUICE_STREAM_WINDOW},
-  };
-  nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
-  nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+  sluice__h2session_settings(s, SLUICE__H2_SERVER,
+                             sh->opts->max_concurrent_streams);
   sluice__conn_start(&sc->conn);
   return 0;
 }

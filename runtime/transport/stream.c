@@ -20,6 +20,17 @@ void sluice__stream_detach(sluice__stream *s) {
   s->conn = NULL;
 }
 
+ssize_t sluice__stream_read(sluice__stream *s, uint8_t *buf, size_t len,
+                            uint32_t *flags, int *ready) {
+  size_t n = 0;
+  sluice__sendq_state st = sluice__sendq_read(s->sendq, buf, len, &n, ready);
+  if (st == SLUICE__SENDQ_EOF)
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (st == SLUICE__SENDQ_DEFERRED)
+    return NGHTTP2_ERR_DEFERRED;
+  return (ssize_t)n;
+}
+
 static ssize_t provider_read(nghttp2_session *session, int32_t stream_id,
                              uint8_t *buf, size_t len, uint32_t *flags,
                              nghttp2_data_source *src, void *ud) {
@@ -27,16 +38,13 @@ static ssize_t provider_read(nghttp2_session *session, int32_t stream_id,
   (void)stream_id;
   (void)ud;
   sluice__stream *s = src->ptr;
-  size_t n = 0;
+  if (s->ops && s->ops->read)
+    return s->ops->read(s, buf, len, flags);
   int ready = 0;
-  sluice__sendq_state st = sluice__sendq_read(s->sendq, buf, len, &n, &ready);
-  if (st == SLUICE__SENDQ_EOF)
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  ssize_t rv = sluice__stream_read(s, buf, len, flags, &ready);
   if (s->ops && s->ops->on_read)
-    s->ops->on_read(s, n, ready, flags);
-  if (st == SLUICE__SENDQ_DEFERRED)
-    return NGHTTP2_ERR_DEFERRED;
-  return (ssize_t)n;
+    s->ops->on_read(s, rv > 0 ? (size_t)rv : 0, ready, flags);
+  return rv;
 }
 
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s) {
@@ -90,7 +98,7 @@ sluice_status_code sluice__stream_data_in(sluice__stream *s,
 int sluice__stream_drain(sluice__stream *s) {
   size_t n = 0;
   int rv = sluice__recv_drain(&s->recv, &n);
-  if (rv == 0)
-    sluice__stream_consume(s, n);
+  /* Also after a failure: what was delivered is the connection's window. */
+  sluice__stream_consume(s, n);
   return rv;
 }

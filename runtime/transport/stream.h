@@ -27,9 +27,11 @@ typedef struct sluice__stream sluice__stream;
 typedef struct sluice__stream_ops {
   /* Optional. The data provider took n bytes of the send queue (n may be
    * 0); ready: the queue fell below half its bound (report
-   * on_send_ready); *flags are nghttp2's data flags, which the owner may
-   * change (the server ends its responses with trailers). */
+   * on_send_ready); *flags are nghttp2's data flags so far. */
   void (*on_read)(sluice__stream *s, size_t n, int ready, uint32_t *flags);
+  /* Optional: the data provider's whole body instead (an owner that ends
+   * its data with trailers); it reads through sluice__stream_read. */
+  ssize_t (*read)(sluice__stream *s, uint8_t *buf, size_t len, uint32_t *flags);
 } sluice__stream_ops;
 
 struct sluice__stream {
@@ -59,6 +61,13 @@ static inline void sluice__stream_attach(sluice__stream *s, sluice__conn *conn,
 void sluice__stream_detach(sluice__stream *s);
 
 /* A data provider reading s->sendq, for nghttp2_submit_request/response. */
+/* The data provider's reading of the send queue into buf: returns the byte
+ * count, or NGHTTP2_ERR_DEFERRED when the queue is empty but open; sets
+ * NGHTTP2_DATA_FLAG_EOF in *flags at its end and *ready when it fell below
+ * half its bound. */
+ssize_t sluice__stream_read(sluice__stream *s, uint8_t *buf, size_t len,
+                            uint32_t *flags, int *ready);
+
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s);
 
 /* Returns n received bytes to the peer's stream window. */
