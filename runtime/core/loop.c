@@ -39,20 +39,24 @@ static void list_push(task_list *l, sluice__task *t) {
   l->tail = t;
 }
 
-/* Runs every task in the list, including those queued while running, but
- * gives up after a bound so one busy producer cannot starve I/O; what is
- * left runs on the next turn (the async wake-up makes sure there is one). */
+/* Most tasks one run_list call runs (those queued while it runs included)
+ * before it yields to I/O, so one busy producer cannot starve the loop. */
+#define RUN_LIST_MAX 4096
+
+/* Runs every task in the list, including those queued while running, one at
+ * a time from the head: a task stays in the list until it runs, so a task
+ * that frees an object may still cancel that object's other queued tasks
+ * (sluice__loop_cancel). Gives up after RUN_LIST_MAX; what is left runs on
+ * the next turn (the async wake-up makes sure there is one). */
 static void run_list(sluice__loop *l, task_list *list) {
-  for (int round = 0; round < 64 && list->head; round++) {
+  for (int n = 0; n < RUN_LIST_MAX && list->head; n++) {
     sluice__task *t = list->head;
-    list->head = list->tail = NULL;
-    while (t) {
-      sluice__task *next = t->next;
-      t->next = NULL;
-      t->queued = 0;
-      t->fn(t);
-      t = next;
-    }
+    list->head = t->next;
+    if (!list->head)
+      list->tail = NULL;
+    t->next = NULL;
+    t->queued = 0;
+    t->fn(t);
   }
   if (list->head)
     uv_async_send(&l->async);

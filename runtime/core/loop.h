@@ -65,7 +65,7 @@ void sluice__loop_defer(sluice__loop *l, sluice__task *t);
 
 /* Unlinks t if it waits in a loop-thread list (sluice__loop_defer, or
  * sluice__loop_post from the loop thread), so that its object may be freed;
- * loop thread only, never from inside a task of the same list. */
+ * loop thread only (also from inside another task of the same list). */
 void sluice__loop_cancel(sluice__loop *l, sluice__task *t);
 
 /* Stops the loop. fn(ud) runs first on the loop thread to close the caller's
