@@ -601,69 +601,27 @@ int sluice_unary_call_tramp(sluice_channel *ch, const sluice_method_desc *m,
   return start_unary(ch, m, req, opts, tramp, cb, NULL, user_data);
 }
 
-int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
-                      const sluice_call_opts *opts,
-                      const sluice_call_handlers *h, void *user_data,
-                      sluice_call **out) {
-  if (!ch || !m || !h || !h->on_done || !out || !m->path || !m->request ||
-      !m->response)
-    return SLUICE_ERR_INVALID_ARG;
-  sluice_call *c = call_new(ch, m, opts);
-  if (!c)
-    return SLUICE_ERR_NOMEM;
-  c->h = *h;
-  c->user_data = user_data;
-  c->refs = 2; /* logical + the user's handle */
-  *out = c;
-  post_start(c);
-  return 0;
-}
-
-int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
+/* The streaming API's start: a call with handlers h (user_data, or, with
+ * typed set, a copy of typed inside the call that the trampolines h get as
+ * their user_data: no allocation of its own, alive exactly as long as they
+ * run); req, when given, is the only request message (the sending side is
+ * closed after it). */
+static int start_handlers(sluice_channel *ch, const sluice_method_desc *m,
                           const ProtobufCMessage *req,
                           const sluice_call_opts *opts,
                           const sluice_call_handlers *h, void *user_data,
+                          const sluice_call_typed_handlers *typed,
                           sluice_call **out) {
-  if (!ch || !m || !h || !h->on_done || !out || !req || !m->path ||
-      !m->request || !m->response || req->descriptor != m->request)
-    return SLUICE_ERR_INVALID_ARG;
   sluice_call *c = call_new(ch, m, opts);
   if (!c)
     return SLUICE_ERR_NOMEM;
   c->h = *h;
   c->user_data = user_data;
-  c->refs = 2; /* logical + the user's handle */
-  if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
-    call_discard(c);
-    return SLUICE_ERR_NOMEM;
+  if (typed) {
+    c->typed = *typed;
+    c->user_data = &c->typed;
   }
-  int deferred;
-  sluice__sendq_close(&c->sendq, &deferred);
-  *out = c;
-  post_start(c);
-  return 0;
-}
-
-/* The typed handlers live in the call object, so the trampolines' user_data
- * needs no allocation of its own and lives exactly as long as they run. */
-int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
-                            const ProtobufCMessage *req,
-                            const sluice_call_opts *opts,
-                            const sluice_call_handlers *tramps,
-                            const sluice_call_typed_handlers *typed,
-                            sluice_call **out) {
-  if (!ch || !m || !tramps || !tramps->on_done || !typed || !typed->on_done ||
-      !out || !m->path || !m->request || !m->response ||
-      (req && req->descriptor != m->request))
-    return SLUICE_ERR_INVALID_ARG;
-  sluice_call *c = call_new(ch, m, opts);
-  if (!c)
-    return SLUICE_ERR_NOMEM;
-  c->h = *tramps;
-  c->typed = *typed;
-  c->user_data = &c->typed;
   c->refs = 2; /* logical + the user's handle */
-  /* With a request: as sluice_call_start_msg(). */
   if (req) {
     if (queue_message(c, req, 0, 0) == SLUICE_ERR_NOMEM) {
       call_discard(c);
@@ -675,6 +633,40 @@ int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
   *out = c;
   post_start(c);
   return 0;
+}
+
+int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
+                      const sluice_call_opts *opts,
+                      const sluice_call_handlers *h, void *user_data,
+                      sluice_call **out) {
+  if (!ch || !m || !h || !h->on_done || !out || !m->path || !m->request ||
+      !m->response)
+    return SLUICE_ERR_INVALID_ARG;
+  return start_handlers(ch, m, NULL, opts, h, user_data, NULL, out);
+}
+
+int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
+                          const ProtobufCMessage *req,
+                          const sluice_call_opts *opts,
+                          const sluice_call_handlers *h, void *user_data,
+                          sluice_call **out) {
+  if (!ch || !m || !h || !h->on_done || !out || !req || !m->path ||
+      !m->request || !m->response || req->descriptor != m->request)
+    return SLUICE_ERR_INVALID_ARG;
+  return start_handlers(ch, m, req, opts, h, user_data, NULL, out);
+}
+
+int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
+                            const ProtobufCMessage *req,
+                            const sluice_call_opts *opts,
+                            const sluice_call_handlers *tramps,
+                            const sluice_call_typed_handlers *typed,
+                            sluice_call **out) {
+  if (!ch || !m || !tramps || !tramps->on_done || !typed || !typed->on_done ||
+      !out || !m->path || !m->request || !m->response ||
+      (req && req->descriptor != m->request))
+    return SLUICE_ERR_INVALID_ARG;
+  return start_handlers(ch, m, req, opts, tramps, NULL, typed, out);
 }
 
 int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
