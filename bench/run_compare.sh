@@ -273,11 +273,22 @@ log "sluice echo_server on $port_sluice, gRPC C++ echo_server on $port_grpc; $pi
 log "each cell ${dur} s measured after ${warm} s warm-up"
 
 res=$tmp/results.md
+# What was measured: the build's source tree (CMakeCache.txt) and its HEAD,
+# which need not be the tree this script is in.
+build_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+build_commit=unknown
+if [ -n "$build_src" ]; then
+  build_commit=$(git -C "$build_src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$build_src" diff --quiet HEAD -- 2>/dev/null || build_commit="$build_commit (with local changes)"
+else
+  build_src="?"
+fi
 {
   echo "## sluice vs gRPC C++: $(date +%F)"
   echo
-  echo "Command: \`bench/run_compare.sh --duration $dur --warmup $warm --concurrency $conc\`"
-  echo "(commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))."
+  echo "Command: \`bench/run_compare.sh --build $build --duration $dur --warmup $warm --concurrency $conc\`"
+  echo "(script at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown);"
+  echo "programs measured: $build, built from $build_src at commit $build_commit)."
   echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)), $(uname -sr);"
   echo "gRPC C++ $(pkg-config --modversion grpc++ 2>/dev/null || echo '?'), $(h2load --version 2>/dev/null | head -1 || echo 'no h2load');"
   echo "$pin_note. Closed loop: $conc calls outstanding in total over the"
