@@ -255,9 +255,9 @@ struct sluice__lb {
   const sluice__lb_ops *ops;
   sluice__lb_config cfg;
   size_t rr_next;
-  uint64_t rng;        /* xorshift state (p2c) */
-  int eject_check;     /* a destination may be ejected or suspect: pick
-                          looks (0: it calls the strategy at once) */
+  uint64_t rng;    /* xorshift state (p2c) */
+  int eject_check; /* a destination may be ejected or suspect: pick
+                      looks (0: it calls the strategy at once) */
 };
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */

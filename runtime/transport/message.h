@@ -10,8 +10,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "sluice/types.h"
 #include "sluice/status.h"
+#include "sluice/types.h"
 
 /* Serializes msg into a malloc'd [5-byte prefix | body] (*out, owned by the
  * caller; *out_len counts the prefix). The serialized size is checked

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sluice/types.h>
 #include <sluice/status.h>
+#include <sluice/types.h>
 
 /* The grpc-accept-encoding value sluice sends: both sides always accept
  * identity and gzip. */

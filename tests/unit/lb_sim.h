@@ -86,7 +86,7 @@ typedef struct lb_sim_flow {
   /* results since the last lb_sim_reset_stats */
   uint64_t offered, ok, deadline, unavailable;
   uint64_t dropped[SLUICE__LB_N_VERDICTS]; /* by sluice__lb_verdict */
-  sluice__histogram lat_us; /* OK calls, microseconds */
+  sluice__histogram lat_us;                /* OK calls, microseconds */
   /* internal */
   int armed;
 } lb_sim_flow;
@@ -104,7 +104,7 @@ typedef struct lb_sim {
   /* results since the last lb_sim_reset_stats, all flows */
   uint64_t offered, ok, deadline, unavailable;
   uint64_t dropped[SLUICE__LB_N_VERDICTS]; /* by sluice__lb_verdict */
-  sluice__histogram lat_us; /* OK calls, microseconds */
+  sluice__histogram lat_us;                /* OK calls, microseconds */
   struct lb_sim_impl *impl;
 } lb_sim;
 
