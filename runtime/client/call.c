@@ -96,10 +96,8 @@ static void complete(sluice_call *c, sluice_status_code code,
     if (a->state == SLUICE__ATTEMPT_ACTIVE)
       sluice__stream_reset(&a->cs.st, NGHTTP2_CANCEL);
     /* Held messages are dropped; their bytes go back to the connection
-     * when the stream closes. */
-    size_t unconsumed = a->cs.st.recv.unconsumed;
+     * when the stream closes (recv_reset keeps the unconsumed count). */
     sluice__recv_reset(&a->cs.st.recv);
-    a->cs.st.recv.unconsumed = unconsumed;
   }
   sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
   if (c->timer_open) {
