@@ -22,6 +22,7 @@
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
+#include "sluice/resilience.h"
 #include "sluice/status.h"
 #include "sluice/types.h"
 
@@ -210,6 +211,17 @@ typedef struct sluice_call_opts {
   /** Bound of the send queue of a streaming call in bytes; 0 = default
    * (SLUICE_DEFAULT_SEND_BUFFER, sluice/call.h). */
   uint32_t send_buffer;
+  /** This call's retry policy, over the service config's (borrowed; read
+   * before the function starting the call returns); NULL: the channel's.
+   * Validated as sluice_channel_opts_set_method_config() does; an invalid
+   * one fails the call with INVALID_ARGUMENT. sluice/resilience.h. */
+  const struct sluice_retry_policy *retry_policy;
+  /** This call's hedging policy (borrowed, as retry_policy); NULL: the
+   * channel's. At most one of retry_policy and hedging_policy. */
+  const struct sluice_hedging_policy *hedging_policy;
+  /** Non-zero: this call is never retried or hedged (transparent retries
+   * of streams the server never saw still happen). */
+  int no_retry;
 } sluice_call_opts;
 
 /** Fills the first struct_size bytes of o with "no options" and records
@@ -415,6 +427,19 @@ SLUICE_API void sluice_channel_stats_clear(sluice_channel_stats *s);
  * @retval SLUICE_ERR_INVALID_ARG ch or text is NULL
  * @retval SLUICE_ERR_NOMEM out of memory */
 SLUICE_API int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
+
+/** Fills *out (initialised with sluice_resilience_stats_init(), see
+ * sluice/resilience.h) with the channel's retry, hedging and circuit-breaker
+ * counters, in total and per method (taken on the channel's loop as
+ * sluice_channel_get_stats() is: from another thread it waits for the
+ * loop; on the loop thread it is taken at once). Returns 0,
+ * SLUICE_ERR_INVALID_ARG or SLUICE_ERR_NOMEM. Free with
+ * sluice_resilience_stats_clear(). */
+SLUICE_API int sluice_channel_get_resilience_stats(sluice_channel *ch,
+                                                   sluice_resilience_stats *out);
+/** Frees what a resilience snapshot owns and zeroes it (struct_size kept).
+ */
+SLUICE_API void sluice_resilience_stats_clear(sluice_resilience_stats *s);
 
 /** The reason the last sluice_channel_opts_set_tls() (sluice/tls.h) on these
  * options failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete

@@ -38,6 +38,7 @@
 #include "sluice/channel.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
+#include "sluice/resilience.h"
 #include "sluice/method.h"
 #include "sluice/server.h"
 #include "sluice/status.h"

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "client/picker.h"
+#include "client/service_config.h"
 #include "client/subchannel.h"
 #include "core/loop.h"
 #include "core/objcache.h"
@@ -29,6 +30,14 @@ struct sluice_channel_opts {
   const sluice__lb_ops *lb; /* strategy (default btc) */
   uint32_t wait_max_len;    /* bounded wait queue; 0 = drop at once */
   uint32_t wait_max_ms;
+  /* resilience (sluice/resilience.h) */
+  sluice__svc_config svc;    /* method configs, throttling, health */
+  uint32_t max_attempts_cap; /* default 5 */
+  uint32_t retry_buffer;     /* per call, default 256 KiB */
+  int retries_enabled;       /* default 1 */
+  double budget_percent;     /* default 20 */
+  uint32_t budget_min_conc;  /* default 3 */
+  uint32_t cb_max_requests, cb_max_pending, cb_max_retries; /* 0: off */
   char last_error[256];
 };
 
