@@ -111,13 +111,14 @@ SLUICE_API void sluice_method_config_init(sluice_method_config *mc);
  * retryable_codes not 0, no OK bit nor bits above 16, at most one of
  * has_retry and has_hedging, wait_for_ready -1, 0 or 1.
  * @param o the options
- * @param name the method or service the entry is for; copied. A leading
- *   '/' is allowed ("/pkg.Service/Method", a call's path)
+ * @param name the method or service the entry is for; copied. A call's
+ *   path ("/pkg.Service/Method") names the method too; no other form
+ *   starts with '/'
  * @param mc the settings, copied (the caller keeps it); NULL removes the
  *   entry
  * @retval 0 set (or removed)
  * @retval SLUICE_ERR_INVALID_ARG o or name is NULL, name is malformed
- *   ("pkg.Svc/", "/M", "a/b/c"), or a value of mc is refused;
+ *   ("pkg.Svc/", "/pkg.Svc", "a/b/c"), or a value of mc is refused;
  *   sluice_channel_opts_last_error() names it; the options are unchanged
  * @retval SLUICE_ERR_NOMEM out of memory; the options are unchanged */
 SLUICE_API int

@@ -123,9 +123,13 @@ static void entry_free(sluice__mc_entry *e) {
 /* Splits name ("pkg.Svc/M", "pkg.Svc", "", or a path "/pkg.Svc/M") into
  * fresh strings. Returns 0, SLUICE_ERR_INVALID_ARG or SLUICE_ERR_NOMEM. */
 static int split_name(const char *name, char **svc, char **meth) {
-  if (*name == '/')
-    name++;
+  /* "/pkg.Svc/M", a call's path, is the one form with a leading '/':
+   * "/" and "/pkg.Svc" would read as the default and a service */
+  int path = *name == '/';
+  name += path;
   const char *slash = strchr(name, '/');
+  if (path && !slash)
+    return SLUICE_ERR_INVALID_ARG;
   size_t slen = slash ? (size_t)(slash - name) : strlen(name);
   const char *m = slash ? slash + 1 : "";
   /* a method needs its service; a second '/' or a trailing one is no
@@ -727,8 +731,9 @@ int sluice__svc_config_parse(sluice__svc_config *out, const char *json,
   /* Duplicate keys are an error in gRPC's parser too; numbers are read as
    * doubles so that an integer too large for json_int_t is clamped by the
    * field's rule instead of failing the whole document. */
-  json_t *root =
-      json_loads(json, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
+  json_t *root = json_loads(
+      json, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | JSON_DECODE_ANY,
+      &jerr);
   if (!root)
     return fail(err, errlen,
                 "service config: invalid JSON at line %d, column %d: %s",
