@@ -10,8 +10,8 @@
 // @grpc/grpc-js and @grpc/proto-loader (default $RETRY_JS_MODULES). The
 // calls run one after another on one channel (grpc.service_config,
 // grpc.enable_retries 1); Observe goes over a second channel without a
-// service config so that its successes do not feed the first channel's
-// retry throttle. Prints a JSON list, one object per call (see
+// service config (and another spelling of the target, see below) so that
+// its successes do not feed the first channel's retry throttle. Prints a JSON list, one object per call (see
 // py_retry_client.py). Exits 77 when the modules cannot be loaded, 2 on
 // bad arguments, 0 otherwise.
 'use strict';
@@ -110,7 +110,13 @@ function main() {
     'grpc.service_config': JSON.stringify(sc),
     'grpc.enable_retries': args.noRetries ? 0 : 1,
   });
-  const observer = new Svc(args.target, grpc.credentials.createInsecure(), {
+  // grpc-js keeps retry throttlers in a process-wide map keyed by the
+  // channel's target, and a channel whose config has no retryThrottling
+  // deletes the entry: an observer on the same target string would wipe
+  // the throttle of the channel under test. Spell the target differently.
+  const obsTarget = /^[0-9.]+:[0-9]+$/.test(args.target)
+    ? `ipv4:${args.target}` : args.target;
+  const observer = new Svc(obsTarget, grpc.credentials.createInsecure(), {
     'grpc.service_config_disable_resolution': 1,
   });
   const codeName = {};
