@@ -39,6 +39,9 @@ UNAVAILABLE, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 14, 3, 4
 RESOURCE_EXHAUSTED = 8
 # Slack for timer and scheduling jitter below the nominal floor (ms).
 SLACK_MS = 15.0
+# How long the admission test's first call holds the sluice server's only
+# slot (client processes take ~1 s each to start on a loaded machine).
+HOLD_MS = 10000
 
 
 def svc_config(max_attempts=5, initial="0.1s", max_backoff="1s", mult=2,
@@ -283,14 +286,16 @@ def sluice_admission_pushback(ck, run, server_cmd, tag):
         target = srv.target
         holder_err = []
         holder_res = []
+        holder_end = []
 
         def hold():
             try:
                 holder_res.append(run.run(
                     target, [{"name": "holder", "timeout_ms": 20000,
                               "behavior": {"key": "holder",
-                                           "delay_ms": 5000}}],
+                                           "delay_ms": HOLD_MS}}],
                     no_retries=True)["holder"])
+                holder_end.append(time.monotonic())
             except Exception as exc:  # noqa: BLE001
                 holder_err.append(str(exc))
 
@@ -315,18 +320,28 @@ def sluice_admission_pushback(ck, run, server_cmd, tag):
                          "grpc-retry-pushback-ms", "0")) >= 10,
                      refused and fmt(refused) or "never refused")
             if refused is not None:
-                sc = svc_config(initial="10s", max_backoff="10s",
+                sc = svc_config(initial="20s", max_backoff="20s",
                                 codes=("RESOURCE_EXHAUSTED",))
-                res = run.run(target, [{"name": "pushed", "timeout_ms": 20000,
+                res = run.run(target, [{"name": "pushed", "timeout_ms": 30000,
                                         "behavior": {"key": "pushed"}}], sc)
+                pushed_end = time.monotonic()
                 r = res["pushed"]
                 print("  %s admission pushback: %s elapsed %.0f ms"
                       % (tag, fmt(r), r["elapsed_ms"]))
                 # Honouring the ~10 ms pushback, the client uses up its 5
-                # attempts while the holder still runs (5 s) and gets
-                # RESOURCE_EXHAUSTED; ignoring it, it would wait 8-12 s of
-                # backoff and then succeed.
-                ck.check("%s retried on the server's pushback (not the 10 s "
+                # attempts while the holder still runs and gets
+                # RESOURCE_EXHAUSTED; ignoring it, it would wait 16-24 s of
+                # backoff, past the holder.
+                # The client processes start slowly: make sure the pushed
+                # call really ran while the slot was held.
+                th.join(HOLD_MS / 1000.0 + 30)
+                ck.check("%s the pushed call ended while the holder still "
+                         "held the slot" % tag,
+                         holder_end and pushed_end < holder_end[0],
+                         "holder ended %.0f ms before" % (
+                             (pushed_end - holder_end[0]) * 1000.0)
+                         if holder_end else "holder did not end")
+                ck.check("%s retried on the server's pushback (not the 20 s "
                          "backoff): RESOURCE_EXHAUSTED while the slot is "
                          "held, after >= 4 x 10 ms" % tag,
                          r["code"] == RESOURCE_EXHAUSTED
@@ -337,10 +352,10 @@ def sluice_admission_pushback(ck, run, server_cmd, tag):
         if h:
             print("  %s admission holder: %s elapsed %.0f ms"
                   % (tag, fmt(h), h["elapsed_ms"]))
-        ck.check("%s holder call: OK after its 5 s, holding the one slot "
-                 "throughout" % tag,
+        ck.check("%s holder call: OK after its %d s, holding the one slot "
+                 "throughout" % (tag, HOLD_MS // 1000),
                  not holder_err and h and h["code"] == 0
-                 and h["elapsed_ms"] >= 5000 - SLACK_MS,
+                 and h["elapsed_ms"] >= HOLD_MS - SLACK_MS,
                  "; ".join(holder_err) or (h and fmt(h)) or "no result")
 
 
