@@ -75,8 +75,8 @@ typedef struct sluice_method_desc {
    * highest first: the call's own options (sluice_call_opts), the
    * channel's service config (sluice_channel_opts_set_service_config(),
    * sluice_channel_opts_set_method_config()), this, the library's
-   * defaults; a field unset at one level falls through to the next. A desc
-   * built by hand may leave it NULL. */
+   * defaults: this applies when the service config has no entry for the
+   * method. A desc built by hand may leave it NULL. */
   const struct sluice_method_config *config;
 } sluice_method_desc;
 
