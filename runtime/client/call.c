@@ -334,7 +334,7 @@ static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
   const sluice_method_config *mc =
       sluice__svc_config_find(&ch->opts.svc, m->path);
   if (!mc)
-    mc = NULL; /* TODO(merge h-proto): m->config */
+    mc = m->config;
   if (mc) {
     if (mc->timeout_ms && !*timeout_ms)
       *timeout_ms = mc->timeout_ms;
