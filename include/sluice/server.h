@@ -130,7 +130,8 @@ SLUICE_API int sluice_server_opts_set_send_buffer(sluice_server_opts *o,
  * and its handler never runs; one whose client cancels is dropped.
  * Refused and shed calls get RESOURCE_EXHAUSTED with a message saying why
  * and the trailer grpc-retry-pushback-ms (a client that retries should
- * wait that long; sluice clients see it in sluice_status::trailing_md).
+ * wait that long; sluice clients with a retry policy do, see
+ * docs/resilience.md).
  * @{ */
 
 /** At most n calls in flight in the whole server, across all loops; 0 (the
@@ -162,7 +163,9 @@ SLUICE_API int sluice_server_opts_set_method_max_concurrent_calls(
  * over a limit that finds the queue full is refused at once:
  * RESOURCE_EXHAUSTED "server queue full (n)", with grpc-retry-pushback-ms
  * = the current backlog (the oldest wait, or the recent mean queue time;
- * at least 10 ms). 0 = no queue: a call over a limit is refused at once.
+ * at least 10 ms). 0 = no queue: a call over a limit is refused at once,
+ * with grpc-retry-pushback-ms = the mean time a slot is held divided by the
+ * slots held (when one may free; at least 10 ms).
  * Only matters when a concurrency limit is set.
  * @param o the options
  * @param n the queue's length; 0: no queue

@@ -77,6 +77,7 @@ static int acquire(sluice__admit_queue *q, sluice__admit_item *it) {
     return METHOD_FULL;
   }
   it->slot = 1;
+  it->slot_ns = sluice_now_ns();
   return ADMITTED;
 }
 
@@ -265,9 +266,20 @@ static void wake_others(sluice__admit_queue *q) {
 }
 
 /* pushback for a call refused by a full queue: the backlog as seen now (the
- * oldest wait on this loop, the recent mean queue time), at least 10 ms. */
+ * oldest wait on this loop, the recent mean queue time) or, without a
+ * queue, the mean time until one of the held slots frees (the mean hold
+ * time over the slots held), at least 10 ms: a stock gRPC client retries
+ * after exactly that long, so a pushback shorter than a handler's run only
+ * burns its attempts. */
 static uint32_t backlog_ms(sluice__admit_queue *q) {
   uint64_t ms = 10;
+  if (!q->adm->max_queue) {
+    uint64_t svc = __atomic_load_n(&q->adm->service_ns, __ATOMIC_RELAXED);
+    int held = __atomic_load_n(&q->adm->in_flight, __ATOMIC_RELAXED);
+    uint64_t wait = svc / MS / (uint64_t)(held > 1 ? held : 1);
+    if (wait > ms)
+      ms = wait;
+  }
   sluice__admit_item *head = oldest(q);
   if (head) {
     uint64_t now = sluice_now_ns();
@@ -342,6 +354,14 @@ void sluice__admit_release(sluice__admit_queue *q, sluice__admit_item *it,
   it->slot = 0;
   sluice__admission *a = q->adm;
   sluice__load_completed(a->load);
+  if (a->limits && it->slot_ns) {
+    /* A moving mean (1/8) of how long a slot is held; updates from several
+     * loops may lose one another's, which only slows the mean. */
+    uint64_t d = sluice_now_ns() - it->slot_ns;
+    uint64_t m = __atomic_load_n(&a->service_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&a->service_ns, m ? m - m / 8 + d / 8 : d,
+                     __ATOMIC_RELAXED);
+  }
   if (it->limit->limit)
     __atomic_fetch_sub(&it->limit->in_flight, 1, __ATOMIC_SEQ_CST);
   __atomic_fetch_sub(&a->in_flight, 1, __ATOMIC_SEQ_CST);

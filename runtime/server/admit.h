@@ -47,6 +47,7 @@ struct sluice__admit_item {
   uint64_t ready_ns; /* ready for its handler: queue entry (limits only) */
   sluice__list link; /* in its loop's queue while queued */
   int slot;          /* holds a slot, given back by sluice__admit_release */
+  uint64_t slot_ns;  /* when it got the slot (service time, for pushback) */
 };
 
 /* CoDel state of one loop's queue (RFC 8289 names). */
@@ -87,10 +88,11 @@ struct sluice__admission {
   sluice__admit_queue *queues; /* one per loop (sluice__admit_start) */
   unsigned n_queues;           /* opened so far */
   /* atomics */
-  int in_flight; /* handlers running or owed a finish */
-  int waiting;   /* items queued on every loop */
-  uv_mutex_t mu; /* held while waking other loops; guards stopped */
-  int stopped;   /* the loops are being deleted: wake none */
+  int in_flight;       /* handlers running or owed a finish */
+  int waiting;         /* items queued on every loop */
+  uint64_t service_ns; /* moving mean of a slot's hold time (pushback) */
+  uv_mutex_t mu;       /* held while waking other loops; guards stopped */
+  int stopped;         /* the loops are being deleted: wake none */
 };
 
 /* Sets a up from the options; statistics go to load. */
