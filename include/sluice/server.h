@@ -539,7 +539,10 @@ SLUICE_API int sluice_server_call_add_initial_metadata(sluice_server_call *call,
                                                        const void *value,
                                                        size_t len);
 /** Adds metadata to send with the trailers (before finish only; copied).
- * Same key rules as sluice_metadata_add(). Thread-safe: any thread, like
+ * Same key rules as sluice_metadata_add(), with one exception: the key
+ * "grpc-retry-pushback-ms" is accepted, the server's retry pushback of
+ * gRFC A6 ("-1": the client must not retry; "250": retry after 250 ms;
+ * gRPC clients honour it on a retryable status). Thread-safe: any thread, like
  * send and finish, also while the library ends the call; the trailers the
  * library sends itself (DEADLINE_EXCEEDED, ...) carry what was added.
  * @param call the call

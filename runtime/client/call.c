@@ -1,7 +1,8 @@
-/* The life of one client call: creation on any thread, start on the loop,
- * its attempt (picked, streamed, replayed once after REFUSED_STREAM),
- * completion exactly once (response, error, deadline, cancel, channel
- * destroyed), and freeing once its timer and stream have let go. */
+/* The life of one client call: creation on any thread (with its retry or
+ * hedging policy resolved), start on the loop (circuit breakers), its one
+ * timer (deadline, backoff, next hedge), completion exactly once
+ * (response, error, deadline, cancel, channel destroyed), and freeing once
+ * its timer and streams have let go. Its attempts are attempt.c's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,6 @@ static const sluice_call_opts *call_opts_read(const sluice_call_opts *opts,
   return local;
 }
 
-static int single_response(const sluice_call *c) {
-  return !sluice_call_kind_streams_responses(c->method->kind);
-}
-
 /* The channel's cache of call objects (loop thread only), set up on first
  * use: the channel does not know the call's size. */
 static sluice__objcache *call_cache(sluice_channel *ch) {
@@ -52,7 +49,7 @@ static void call_free(sluice_call *c) {
   sluice__loop_cancel(ch->loop, &c->kick_task);
   sluice__loop_cancel(ch->loop, &c->fail_task);
   sluice__sendq_destroy(&c->sendq);
-  sluice__cstream_clear(&c->first.cs);
+  sluice__call_free_attempts(c);
   sluice_metadata_del(c->send_md);
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
@@ -67,38 +64,37 @@ static void call_free(sluice_call *c) {
   sluice__channel_call_gone(ch);
 }
 
-static void call_unref(sluice_call *c) {
+void sluice__call_unref(sluice_call *c) {
   if (--c->refs == 0)
     call_free(c);
 }
 
+static void call_unref(sluice_call *c) { sluice__call_unref(c); }
+
 static void on_timer_closed(uv_handle_t *h) { call_unref(h->data); }
 
-/* The attempt the call is on now (NULL before the loop set one up). */
-static sluice__attempt *current(sluice_call *c) {
-  sluice__list *n = sluice__list_head(&c->attempts);
-  return n ? SLUICE__CONTAINER_OF(n, sluice__attempt, link) : NULL;
+/* Calls by attempts made, for the stats: [0] one ... [4] five or more. */
+static void count_done(sluice_call *c) {
+  sluice__resil *r = &c->ch->res;
+  if (c->counted)
+    r->active--;
+  if (c->in_retry)
+    r->in_retry--;
+  c->counted = c->in_retry = 0;
+  unsigned i = c->n_tries ? c->n_tries - 1 : 0;
+  if (i > 4)
+    i = 4;
+  r->total.calls_by_attempts[i]++;
+  r->per_path[c->path_id].calls_by_attempts[i]++;
 }
 
-/* Completes the call with code/message (copied) unless already done: the
- * balancer hears of the attempt's end, its stream is reset, then the
- * user's completion runs. */
-static void complete(sluice_call *c, sluice_status_code code,
-                     const char *message) {
+void sluice__call_complete(sluice_call *c, sluice__attempt *a,
+                           sluice_status_code code, const char *message) {
   if (c->state == SLUICE__CALL_DONE)
     return;
   c->state = SLUICE__CALL_DONE;
-  sluice__attempt *a = current(c);
-  if (a) {
-    sluice__picker_done(&c->ch->picker, &a->pick, code, a->cs.rx_bytes);
-    sluice__picker_remove(&c->ch->picker, &a->pick);
-    a->cs.discard = 1;
-    if (a->state == SLUICE__ATTEMPT_ACTIVE)
-      sluice__stream_reset(&a->cs.st, NGHTTP2_CANCEL);
-    /* Held messages are dropped; their bytes go back to the connection
-     * when the stream closes (recv_reset keeps the unconsumed count). */
-    sluice__recv_reset(&a->cs.st.recv);
-  }
+  sluice__call_stop_attempts(c, a, code);
+  count_done(c);
   sluice__sendq_abort(&c->sendq); /* later sends: SLUICE_ERR_STATE */
   if (c->timer_open) {
     c->timer_open = 0;
@@ -122,203 +118,90 @@ static void complete(sluice_call *c, sluice_status_code code,
   call_unref(c);
 }
 
-static void on_deadline(uv_timer_t *t) {
-  sluice_call *c = t->data;
-  if (sluice__timer_early(t, c->deadline_ns, on_deadline))
-    return;
-  char msg[96];
-  snprintf(msg, sizeof msg, "deadline exceeded after %" PRIu64 " ms",
-           (sluice_now_ns() - c->start_ns) / 1000000);
-  complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+/* Completion with no particular attempt (deadline, cancel, local). */
+static void complete(sluice_call *c, sluice_status_code code,
+                     const char *message) {
+  sluice__call_complete(c, NULL, code, message);
 }
 
-/* ---- the attempt: what its stream reports (client_h2.h) */
+static void on_timer(uv_timer_t *t);
 
-static sluice__attempt *attempt_of(sluice__cstream *s) {
-  return SLUICE__CONTAINER_OF(s, sluice__attempt, cs);
+/* The earliest of what the timer waits for; 0: nothing. */
+static uint64_t timer_due(const sluice_call *c) {
+  uint64_t due = c->deadline_ns;
+  if (c->retry_at_ns && (!due || c->retry_at_ns < due))
+    due = c->retry_at_ns;
+  if (c->hedge_at_ns && (!due || c->hedge_at_ns < due))
+    due = c->hedge_at_ns;
+  return due;
 }
 
-static void attempt_headers(sluice__cstream *s, int trailers,
-                            sluice_metadata *md) {
-  sluice__attempt *a = attempt_of(s);
-  sluice_call *c = a->call;
-  if (c->state == SLUICE__CALL_DONE) {
-    sluice_metadata_del(md);
-    return;
-  }
-  if (trailers) {
-    sluice_metadata_del(c->trailing_md);
-    c->trailing_md = md;
-    if (sluice__deframer_partial(&s->st.recv.deframer) &&
-        a->fail_code == SLUICE_STATUS_OK) {
-      a->fail_code = SLUICE_STATUS_INTERNAL;
-      a->fail_reason = "stream ended in the middle of a message";
-    }
-    return;
-  }
-  sluice_metadata_del(c->initial_md);
-  c->initial_md = md;
-  if (!c->tramp && !c->take && c->h.on_initial_metadata)
-    c->h.on_initial_metadata(c, c->initial_md, c->user_data);
-}
-
-static void attempt_data_failed(sluice__cstream *s, sluice_status_code code,
-                                const char *reason) {
-  sluice__attempt *a = attempt_of(s);
-  if (a->fail_code == SLUICE_STATUS_OK) { /* the receiver's own failure */
-    a->fail_code = code;
-    a->fail_reason = reason;
-  }
-  /* Fail now and reset the stream: no point receiving the rest. */
-  complete(a->call, a->fail_code, a->fail_reason);
-}
-
-/* What the call knows when the attempt's stream ends (wire/final_status.h
- * decides from it). */
-static sluice__final_facts final_facts(const sluice__attempt *a) {
-  sluice__final_facts f = {
-      &a->cs.rx,           a->fail_code,
-      a->fail_reason,      a->call->method->kind,
-      a->n_msgs,           sluice__recv_holding(&a->cs.st.recv),
-      a->call->deadline_ns};
-  return f;
-}
-
-static int deliver(void *ud, int compressed, const uint8_t *data, size_t len);
-static const sluice__cstream_ops cstream_ops;
-static const sluice__stream_ops stream_ops;
-static const sluice__pick_ops pick_ops;
-
-/* Sets up a (the call's storage) as a fresh attempt, not yet queued. */
-static void attempt_init(sluice_call *c, sluice__attempt *a) {
-  a->call = c;
-  a->state = SLUICE__ATTEMPT_PICKING;
-  a->n_msgs = 0;
-  a->final_pending = 0;
-  a->fail_code = SLUICE_STATUS_OK;
-  a->fail_reason = NULL;
-  sluice__cstream_init(&a->cs, &c->sendq, c->max_response_size, deliver, a,
-                       &cstream_ops, &stream_ops);
-  a->pick.ops = &pick_ops;
-  a->pick.cs = &a->cs;
-  a->pick.req.path = c->method->path;
-  a->pick.req.deadline_ns = c->deadline_ns;
-  a->pick.req.compression = c->compression;
-  a->pick.req.md = c->send_md;
-  a->pick.start_ns = c->start_ns;
-  a->pick.wait_since = 0;
-  a->pick.sc = NULL;
-  a->pick.strat_done = 0;
-  sluice__list_init(&a->pick.link);
-}
-
-/* The attempt was refused before the server processed it: the same
- * storage becomes the next attempt, with the replayed request. */
-static void replay(sluice_call *c, sluice__attempt *a) {
-  sluice__picker_unsent(&c->ch->picker, &a->pick);
-  sluice__cstream_clear(&a->cs);
-  sluice_metadata_del(c->initial_md);
-  sluice_metadata_del(c->trailing_md);
-  c->initial_md = c->trailing_md = NULL;
-  uint64_t pick_ns = a->pick.pick_ns; /* strategy time counts from here */
-  attempt_init(c, a);
-  a->pick.pick_ns = pick_ns;
-  c->n_attempts++;
-  sluice__channel_enqueue(c->ch, &a->pick);
-}
-
-static void attempt_closed(sluice__cstream *s, uint32_t h2_error,
-                           sluice_status_code lost_code,
-                           const char *lost_text) {
-  sluice__attempt *a = attempt_of(s);
-  sluice_call *c = a->call;
-  a->state = SLUICE__ATTEMPT_ENDED;
-  if (lost_code != SLUICE_STATUS_OK || c->state == SLUICE__CALL_DONE) {
-    complete(c, lost_code, lost_text); /* no-op when done */
-    call_unref(c);                     /* the stream's reference */
-    return;
-  }
-  char buf[200];
-  sluice__final_facts f = final_facts(a);
-  sluice__final d = sluice__final_status(
-      &f, h2_error,
-      h2_error == NGHTTP2_CANCEL && c->deadline_ns ? sluice_now_ns() : 0, buf,
-      sizeof buf);
-  if (d.action == SLUICE__FINAL_RETRY && sluice__sendq_rewind(&c->sendq) == 0)
-    replay(c, a);
-  else if (d.action == SLUICE__FINAL_HOLD) {
-    /* Paused: on_done waits until every message was delivered. */
-    sluice__picker_done(&c->ch->picker, &a->pick, d.code, a->cs.rx_bytes);
-    a->final_pending = 1;
-  } else {
-    complete(c, d.code, d.text);
-  }
-  call_unref(c); /* the stream's reference */
-}
-
-static const sluice__cstream_ops cstream_ops = {
-    attempt_headers, attempt_data_failed, attempt_closed};
-
-/* The data provider took n bytes of the request. */
-static void attempt_read(sluice__stream *s, size_t n, int ready,
-                         uint32_t *flags) {
-  (void)flags;
-  sluice__attempt *a = SLUICE__CONTAINER_OF(s, sluice__attempt, cs.st);
-  if (n)
-    sluice__picker_flushed(&a->pick);
-  if (ready)
-    sluice__loop_post(a->call->ch->loop, &a->call->ready_task);
-}
-
-static const sluice__stream_ops stream_ops = {attempt_read, NULL};
-
-/* The picker opened the attempt's stream. */
-static void attempt_sent(sluice__pick *p) {
-  sluice__attempt *a = SLUICE__CONTAINER_OF(p, sluice__attempt, pick);
-  a->state = SLUICE__ATTEMPT_ACTIVE;
-  a->call->refs++; /* the stream's */
-}
-
-static void attempt_dropped(sluice__pick *p, sluice_status_code code,
-                            const char *msg) {
-  complete(SLUICE__CONTAINER_OF(p, sluice__attempt, pick)->call, code, msg);
-}
-
-static const sluice__pick_ops pick_ops = {attempt_sent, attempt_dropped};
-
-/* Delivers one received message (the receiver's deliver function). */
-static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
-  sluice__attempt *a = ud;
-  sluice_call *c = a->call;
+void sluice__call_timer_arm(sluice_call *c) {
   if (c->state == SLUICE__CALL_DONE)
-    return 1;
-  /* Cancelled (the task completing it is on its way): drop the message. */
-  if (__atomic_load_n(&c->fail_posted, __ATOMIC_ACQUIRE))
+    return;
+  uint64_t due = timer_due(c);
+  if (!due) {
+    if (c->timer_open)
+      uv_timer_stop(&c->timer);
+    return;
+  }
+  if (!c->timer_open) {
+    uv_timer_init(sluice__loop_uv(c->ch->loop), &c->timer);
+    c->timer.data = c;
+    c->timer_open = 1;
+    c->refs++;
+  }
+  uint64_t now = sluice_now_ns();
+  sluice__timer_start_deadline(&c->timer, due > now ? due : now, now, on_timer);
+}
+
+/* One timer for the deadline, the retry's backoff and the next hedge: a
+ * call that retries or hedges costs no second timer handle. libuv may fire
+ * a little early (its clock is cached): what is not yet due re-arms. */
+static void on_timer(uv_timer_t *t) {
+  sluice_call *c = t->data;
+  uint64_t now = sluice_now_ns();
+  if (c->deadline_ns && now >= c->deadline_ns) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "deadline exceeded after %" PRIu64 " ms",
+             (now - c->start_ns) / 1000000);
+    complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED, msg);
+    return;
+  }
+  if (c->retry_at_ns && now >= c->retry_at_ns)
+    sluice__call_retry_now(c);
+  if (c->hedge_at_ns && now >= c->hedge_at_ns && sluice__call_hedge(c) != 0 &&
+      c->n_live == 0)
+    /* the last hedge could not go and nothing else is outstanding */
+    sluice__call_complete(c, NULL, c->last_code, c->last_buf);
+  sluice__call_timer_arm(c);
+}
+
+/* Fails c at once when a circuit breaker (Envoy's cluster thresholds) is
+ * open: locally, without I/O, counted as its own reason. */
+static int breaker_open(sluice_call *c) {
+  sluice_channel *ch = c->ch;
+  const char *name = NULL;
+  uint32_t max = 0;
+  if (ch->opts.cb_max_requests && ch->res.active >= ch->opts.cb_max_requests) {
+    name = "max_requests";
+    max = ch->opts.cb_max_requests;
+    ch->res.breaker_requests++;
+  } else if (ch->opts.cb_max_pending &&
+             ch->picker.n_queued >= ch->opts.cb_max_pending) {
+    name = "max_pending";
+    max = ch->opts.cb_max_pending;
+    ch->res.breaker_pending++;
+  }
+  if (!name)
     return 0;
-  if (single_response(c) && a->n_msgs >= 1) {
-    a->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
-    a->fail_reason = "server sent more than one response message";
-    return 1;
-  }
-  ProtobufCMessage *m;
-  sluice_status_code code = sluice__msg_unpack(
-      c->method->response, compressed, a->cs.rx.enc_ok, a->cs.rx.enc, data, len,
-      c->max_response_size, &m, a->fail_buf, sizeof a->fail_buf);
-  if (code != SLUICE_STATUS_OK) {
-    a->fail_code = code;
-    a->fail_reason = a->fail_buf;
-    return 1;
-  }
-  a->n_msgs++;
-  c->last_compressed = compressed;
-  if (c->tramp || c->take) {
-    c->resp = m; /* handed over at completion */
-    return 0;
-  }
-  if (c->h.on_message)
-    c->h.on_message(c, m, c->user_data);
-  protobuf_c_message_free_unpacked(m, NULL);
-  return c->state == SLUICE__CALL_DONE ? 1 : 0;
+  char msg[160];
+  snprintf(msg, sizeof msg,
+           "circuit breaker %s (%" PRIu32
+           ") is open: call not sent (nothing was sent)",
+           name, max);
+  complete(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
+  return 1;
 }
 
 static void start_on_loop(sluice__task *t) {
@@ -326,13 +209,20 @@ static void start_on_loop(sluice__task *t) {
   sluice_channel *ch = c->ch;
   c->state = SLUICE__CALL_STARTED;
   sluice__attempt *a = &c->first;
-  sluice__list_push(&c->attempts, &a->link);
-  c->n_attempts = 1;
   /* What the balancer knows of the call: its path, size and deadline. */
-  a->pick.lbc.path_id = sluice__picker_path_id(&ch->picker, c->method);
+  c->path_id = sluice__picker_path_id(&ch->picker, c->method);
+  if (c->path_id >= SLUICE__LB_MAX_PATHS)
+    c->path_id = 0;
+  a->pick.lbc.path_id = c->path_id;
   size_t q = sluice__sendq_queued(&c->sendq);
   a->pick.lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
   a->pick.lbc.deadline_ns = c->deadline_ns;
+  /* A hedge copies the whole request when it goes: only a request that is
+   * complete when the call starts can be hedged. */
+  if (c->hp && !sluice__sendq_is_closed(&c->sendq)) {
+    c->hp = NULL;
+    c->max_attempts = 1;
+  }
   if (ch->closing) {
     complete(c, SLUICE_STATUS_CANCELLED, "channel destroyed");
     return;
@@ -341,21 +231,20 @@ static void start_on_loop(sluice__task *t) {
     complete(c, c->fail_code, c->fail_reason);
     return;
   }
-  if (c->deadline_ns) {
-    uint64_t now = sluice_now_ns();
-    if (now >= c->deadline_ns) {
-      complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED,
-               "deadline already expired before the call "
-               "started (nothing was sent)");
-      return;
-    }
-    uv_timer_init(sluice__loop_uv(ch->loop), &c->timer);
-    c->timer.data = c;
-    c->timer_open = 1;
-    c->refs++;
-    sluice__timer_start_deadline(&c->timer, c->deadline_ns, now, on_deadline);
+  if (c->deadline_ns && sluice_now_ns() >= c->deadline_ns) {
+    complete(c, SLUICE_STATUS_DEADLINE_EXCEEDED,
+             "deadline already expired before the call "
+             "started (nothing was sent)");
+    return;
   }
-  sluice__channel_enqueue(ch, &a->pick);
+  if (breaker_open(c))
+    return;
+  ch->res.active++;
+  c->counted = 1;
+  ch->res.total.calls++;
+  ch->res.per_path[c->path_id].calls++;
+  sluice__call_start_attempts(c);
+  sluice__call_timer_arm(c);
 }
 
 static uint32_t min_nonzero(uint32_t a, uint32_t b) {
@@ -371,9 +260,10 @@ static uint32_t min_nonzero(uint32_t a, uint32_t b) {
 static void kick_on_loop(sluice__task *t) {
   sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, kick_task);
   sluice__loop_posted_clear(&c->kick_posted);
-  sluice__attempt *a = current(c);
-  if (c->state == SLUICE__CALL_STARTED && a &&
-      a->state == SLUICE__ATTEMPT_ACTIVE)
+  /* Only the first attempt streams the call's own send queue (hedges have
+   * their copies, complete from the start). */
+  sluice__attempt *a = &c->first;
+  if (c->state == SLUICE__CALL_STARTED && a->state == SLUICE__ATTEMPT_ACTIVE)
     sluice__stream_resume_send(&a->cs.st);
 }
 
@@ -387,31 +277,13 @@ static void ready_on_loop(sluice__task *t) {
     c->h.on_send_ready(c, c->user_data);
 }
 
-/* Delivers held messages if allowed; completes a call whose stream ended
- * while they were held. */
-static void drain_held(sluice_call *c, sluice__attempt *a) {
-  if (sluice__stream_drain(&a->cs.st) != 0) {
-    if (c->state != SLUICE__CALL_DONE)
-      complete(c, a->fail_code ? a->fail_code : SLUICE_STATUS_INTERNAL,
-               a->fail_reason ? a->fail_reason : "");
-    return;
-  }
-  if (a->final_pending && !sluice__recv_holding(&a->cs.st.recv) &&
-      c->state != SLUICE__CALL_DONE) {
-    a->final_pending = 0;
-    sluice__final_facts f = final_facts(a);
-    sluice__final d = sluice__final_status_drained(&f);
-    complete(c, d.code, d.text);
-  }
-}
-
 static void resume_on_loop(sluice__task *t) {
   sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, resume_task);
   sluice__loop_posted_clear(&c->resume_posted);
-  sluice__attempt *a = &c->first;
+  sluice__attempt *a = sluice__call_recv_attempt(c);
   a->cs.st.recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
   if (c->state != SLUICE__CALL_DONE && !a->cs.st.recv.paused)
-    drain_held(c, a);
+    sluice__call_drain_held(c);
 }
 
 static void fail_on_loop(sluice__task *t) {
@@ -449,6 +321,74 @@ static void call_discard(sluice_call *c) {
   free(c);
 }
 
+/* The call's retry or hedging policy: its own options' (checked here, an
+ * invalid one fails the call), else the service config's entry for its
+ * path, else the .proto's; none when retries are off or the method's
+ * policy allows a single attempt. Also applies the service config's (or
+ * .proto's) timeout and message sizes, which the call's options override.
+ * Returns 0, or -1 with c->fail_code set. */
+static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
+                          uint64_t *timeout_ms) {
+  sluice_channel *ch = c->ch;
+  const sluice_method_desc *m = c->method;
+  const sluice_method_config *mc =
+      sluice__svc_config_find(&ch->opts.svc, m->path);
+  if (!mc)
+    mc = NULL; /* TODO(merge h-proto): m->config */
+  if (mc) {
+    if (mc->timeout_ms && !*timeout_ms)
+      *timeout_ms = mc->timeout_ms;
+    c->max_request_size =
+        min_nonzero(c->max_request_size, mc->max_request_bytes);
+    c->max_response_size =
+        min_nonzero(c->max_response_size, mc->max_response_bytes);
+  }
+  if (opts && (opts->retry_policy || opts->hedging_policy)) {
+    char err[sizeof c->fail_buf - 40];
+    int rv = 0;
+    if (opts->retry_policy && opts->hedging_policy) {
+      snprintf(err, sizeof err, "both retry_policy and hedging_policy set");
+      rv = -1;
+    } else if (opts->retry_policy) {
+      rv = sluice__retry_policy_check(opts->retry_policy, 1, err, sizeof err);
+      c->own_rp = *opts->retry_policy;
+      c->rp = &c->own_rp;
+    } else {
+      rv = sluice__hedging_policy_check(opts->hedging_policy, 1, err,
+                                        sizeof err);
+      c->own_hp = *opts->hedging_policy;
+      c->hp = &c->own_hp;
+    }
+    if (rv != 0) {
+      c->rp = NULL;
+      c->hp = NULL;
+      c->fail_code = SLUICE_STATUS_INVALID_ARGUMENT;
+      snprintf(c->fail_buf, sizeof c->fail_buf, "call options: %s", err);
+      c->fail_reason = c->fail_buf;
+      return -1;
+    }
+  } else if (mc) {
+    c->rp = mc->has_retry ? &mc->retry : NULL;
+    c->hp = !c->rp && mc->has_hedging ? &mc->hedging : NULL;
+  }
+  /* Hedging copies the request to each attempt: a request stream cannot
+   * be hedged (A6 hedges every kind; we keep it to a single request). */
+  if (c->hp && sluice_call_kind_streams_requests(m->kind))
+    c->hp = NULL;
+  if ((opts && opts->no_retry) || !ch->opts.retries_enabled)
+    c->rp = NULL, c->hp = NULL;
+  unsigned max = c->rp ? c->rp->max_attempts : c->hp ? c->hp->max_attempts : 1;
+  if (ch->opts.max_attempts_cap && max > ch->opts.max_attempts_cap)
+    max = ch->opts.max_attempts_cap;
+  if (max <= 1) {
+    c->rp = NULL;
+    c->hp = NULL;
+    max = 1;
+  }
+  c->max_attempts = max;
+  return 0;
+}
+
 /* Builds a call on the caller's thread; it reaches the loop with post_start.
  */
 static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
@@ -467,8 +407,6 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
     free(c);
     return NULL;
   }
-  if (!sluice_call_kind_streams_requests(m->kind))
-    sluice__sendq_retain(&c->sendq); /* replayable on REFUSED_STREAM */
   c->ch = ch;
   c->method = m;
   c->refs = 1;
@@ -490,8 +428,16 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
   if (c->compression != SLUICE_COMPRESS_GZIP)
     c->compression = SLUICE_COMPRESS_NONE;
 
-  uint64_t timeout_ms =
-      opts && opts->timeout_ms ? opts->timeout_ms : m->default_timeout_ms;
+  uint64_t timeout_ms = opts ? opts->timeout_ms : 0;
+  resolve_policy(c, opts, &timeout_ms); /* a failure is reported at start */
+  if (!timeout_ms)
+    timeout_ms = m->default_timeout_ms;
+  if (c->rp || c->hp)
+    /* Kept for a retry or hedge up to the retry buffer; past it the call
+     * commits to its attempt (A6). */
+    sluice__sendq_retain_upto(&c->sendq, ch->opts.retry_buffer);
+  else if (!sluice_call_kind_streams_requests(m->kind))
+    sluice__sendq_retain(&c->sendq); /* replayable on REFUSED_STREAM */
   if (timeout_ms)
     c->deadline_ns = c->start_ns + timeout_ms * 1000000ull;
   if (opts && opts->deadline_ns &&
@@ -510,7 +456,7 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
         goto nomem;
     }
   }
-  attempt_init(c, &c->first);
+  sluice__attempt_init(c, &c->first, &c->sendq);
   sluice__list_init(&c->first.link);
   return c;
 nomem:
@@ -705,9 +651,9 @@ int sluice_call_set_recv_paused(sluice_call *c, int paused) {
   if (!c)
     return SLUICE_ERR_INVALID_ARG;
   __atomic_store_n(&c->want_paused, paused ? 1 : 0, __ATOMIC_RELEASE);
+  /* At once: no further message in this callback. */
   if (paused && sluice__loop_on_thread(c->ch->loop))
-    c->first.cs.st.recv.paused =
-        1; /* at once: no further message in this callback */
+    sluice__call_recv_attempt(c)->cs.st.recv.paused = 1;
   sluice__loop_post_once(c->ch->loop, &c->resume_task, &c->resume_posted);
   return 0;
 }

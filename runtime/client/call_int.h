@@ -7,9 +7,13 @@
  * so it can be replayed), the deadline, the handlers, the final status and
  * metadata. An attempt is one try on one stream: its pick (the balancer's
  * accounting), its stream on a subchannel's connection and what that
- * stream received. Today a call has one attempt at a time (a transparent
- * replay after REFUSED_STREAM reuses its storage); retries and hedging
- * will give it several. Loop thread unless marked "any thread".
+ * stream received. A call has one attempt at a time when it retries (a
+ * retry, like a transparent replay after REFUSED_STREAM, reuses the first
+ * attempt's storage once its stream closed) and several at once when it
+ * hedges (each hedge allocated with its own copy of the request). The
+ * attempt whose response headers arrive first is the one the call commits
+ * to: only its headers and messages reach the application. Loop thread
+ * unless marked "any thread".
  */
 #ifndef SLUICE_CLIENT_CALL_INT_H
 #define SLUICE_CLIENT_CALL_INT_H
@@ -40,10 +44,13 @@ typedef struct sluice__attempt {
   struct sluice_call *call;
   sluice__list link; /* in call->attempts */
   sluice__attempt_state state;
-  sluice__pick pick;  /* queued in the picker; then the LB accounting */
-  sluice__cstream cs; /* the stream and what it received */
-  int n_msgs;         /* response messages delivered */
-  int final_pending;  /* ended OK; held messages still to deliver */
+  int live;          /* picking or on a stream (counted in the call's n_live) */
+  int hedge;         /* a hedged attempt (allocated: a sluice__hedge) */
+  int got_headers;   /* response headers arrived: the call commits to it */
+  sluice__pick pick; /* queued in the picker; then the LB accounting */
+  sluice__cstream cs;           /* the stream and what it received */
+  int n_msgs;                   /* response messages delivered */
+  int final_pending;            /* ended OK; held messages still to deliver */
   sluice_status_code fail_code; /* a local failure while receiving */
   const char *fail_reason;
   char fail_buf[160];
@@ -92,7 +99,7 @@ struct sluice_call {
   sluice_status_code fail_code;
   const char *fail_reason;
   char fail_buf[160];
-  uv_timer_t timer; /* the deadline */
+  uv_timer_t timer; /* the deadline, a retry's backoff, the next hedge */
   int timer_open;
   int refs; /* logical + user handle + timer handle + open stream */
   uint64_t start_ns;
@@ -100,10 +107,68 @@ struct sluice_call {
   sluice_metadata *initial_md, *trailing_md;
   ProtobufCMessage *resp; /* unary API: the response */
   int last_compressed;
-  /* attempts: the current one lives in first (see the file comment) */
+  /* attempts (see the file comment): first, then hedges */
   sluice__list attempts;
-  unsigned n_attempts;
+  unsigned n_attempts; /* attempts made, transparent replays included */
   sluice__attempt first;
+  /* retries and hedging (client/retry.h), resolved when the call is made:
+   * at most one of rp and hp; they point into the channel's options, the
+   * method's table or own_rp / own_hp (the call's options) */
+  const sluice_retry_policy *rp;
+  const sluice_hedging_policy *hp;
+  sluice_retry_policy own_rp;
+  sluice_hedging_policy own_hp;
+  unsigned max_attempts;   /* the policy's, clamped to the cap */
+  unsigned n_tries;        /* attempts made, replays not counted */
+  unsigned backoff_n;      /* retries since the last pushback */
+  unsigned n_live;         /* attempts picking or on a stream */
+  uint32_t path_id;        /* the picker's, for per-method counters */
+  int counted;             /* in the channel's active calls */
+  int in_retry;            /* in the channel's calls in retry */
+  sluice__attempt *winner; /* the committed attempt; NULL: none yet */
+  struct sluice__subchannel *last_sc; /* where the last attempt went */
+  uint64_t retry_at_ns;               /* a retry waits until then; 0: none */
+  uint64_t hedge_at_ns;               /* the next hedge is due then; 0: none */
+  sluice_status_code last_code;       /* a hedged call's last failed attempt */
+  char last_buf[160];
 };
+
+/* A hedged attempt and its own copy of the request. */
+typedef struct sluice__hedge {
+  sluice__attempt a;
+  sluice__sendq q;
+} sluice__hedge;
+
+/* ---- between call.c (the call) and attempt.c (its attempts) */
+
+/* call.c: completes c with code/message (copied) unless already done: a
+ * (the attempt it ends with, may be NULL) tells the balancer code, every
+ * other live attempt is cancelled, then the user's completion runs. */
+void sluice__call_complete(sluice_call *c, sluice__attempt *a,
+                           sluice_status_code code, const char *message);
+/* call.c: drops a reference (the stream's, the timer's ...). */
+void sluice__call_unref(sluice_call *c);
+/* call.c: (re)arms the call's one timer for the earliest of its deadline,
+ * its retry and its next hedge. */
+void sluice__call_timer_arm(sluice_call *c);
+
+/* attempt.c: a as a fresh attempt of c over send queue q, not queued. */
+void sluice__attempt_init(sluice_call *c, sluice__attempt *a, sluice__sendq *q);
+/* attempt.c: the first attempt (and, hedging without delay, the hedges). */
+void sluice__call_start_attempts(sluice_call *c);
+/* attempt.c: the retry whose backoff is over. */
+void sluice__call_retry_now(sluice_call *c);
+/* attempt.c: sends the next hedge if the throttle, the budget and the
+ * breaker allow it. Returns 0, or -1 when none was sent. */
+int sluice__call_hedge(sluice_call *c);
+/* attempt.c: see sluice__call_complete. */
+void sluice__call_stop_attempts(sluice_call *c, sluice__attempt *a,
+                                sluice_status_code code);
+/* attempt.c: frees the hedges' storage and the streams' (call_free). */
+void sluice__call_free_attempts(sluice_call *c);
+/* attempt.c: the attempt whose messages reach the application. */
+sluice__attempt *sluice__call_recv_attempt(sluice_call *c);
+/* attempt.c: delivers held messages (resume), completing when done. */
+void sluice__call_drain_held(sluice_call *c);
 
 #endif

@@ -256,6 +256,11 @@ int sluice_channel_new(sluice_channel **out, const char *target,
     goto fail;
   ch->owned_loop = ch->opts.loop == NULL;
   ch->dispatch_task.fn = on_dispatch_task;
+  sluice__throttle_init(&ch->res.throttle, ch->opts.svc.throttle_max_tokens,
+                        ch->opts.svc.throttle_ratio_milli);
+  ch->res.rng = sluice_now_ns() ^ (uint64_t)(uintptr_t)ch;
+  if (!ch->res.rng)
+    ch->res.rng = 1;
   sluice__picker_init(&ch->picker, ch->opts.lb, ch->opts.wait_max_len,
                       ch->opts.wait_max_ms, ch->loop, env_kick, picker_closed,
                       ch);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "client/picker.h"
+#include "client/retry.h"
 #include "client/service_config.h"
 #include "client/subchannel.h"
 #include "core/loop.h"
@@ -48,6 +49,20 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
 /* Frees what a copy holds (not the struct). Idempotent. */
 void sluice__channel_opts_clear(struct sluice_channel_opts *o);
 
+/* The channel's share of retries, hedging and circuit breakers (loop
+ * thread): the throttle, what the budget and the breakers count, and the
+ * counters of sluice_channel_get_resilience_stats. */
+typedef struct sluice__resil {
+  sluice__throttle throttle;
+  uint64_t active;      /* calls started on the loop and not completed */
+  uint64_t in_retry;    /* of them, calls that retried or wait to */
+  uint64_t hedges_open; /* hedged attempts picking or on a stream */
+  uint64_t breaker_requests, breaker_pending;
+  sluice_retry_counters total;
+  sluice_retry_counters per_path[SLUICE__LB_MAX_PATHS]; /* picker path ids */
+  uint64_t rng; /* xorshift64 state for the backoff jitter */
+} sluice__resil;
+
 struct sluice_channel {
   sluice__loop *loop;
   struct sluice_channel_opts opts; /* a deep copy */
@@ -58,6 +73,7 @@ struct sluice_channel {
   sluice__subchannel **scs;
   size_t n_scs;
   sluice__picker picker;
+  sluice__resil res;
   /* freed call objects, reused by calls started on the loop thread (a
    * closed loop, a handler forwarding); loop thread only */
   sluice__objcache call_cache;

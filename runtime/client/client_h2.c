@@ -184,6 +184,11 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__cstream *s,
     sluice__nvs_add_str(&h, "grpc-encoding",
                         sluice__encoding_name(req->compression));
   sluice__nvs_add_str(&h, "grpc-accept-encoding", SLUICE__ACCEPT_ENCODING);
+  char prev[12];
+  if (req->prev_attempts) {
+    snprintf(prev, sizeof prev, "%u", req->prev_attempts);
+    sluice__nvs_add_str(&h, "grpc-previous-rpc-attempts", prev);
+  }
   sluice__nvs_add_md(&h, req->md);
   if (sluice__nvs_failed(&h)) {
     sluice__nvs_free(&h);

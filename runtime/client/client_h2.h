@@ -85,6 +85,7 @@ typedef struct sluice__creq {
   uint64_t deadline_ns; /* 0: none (no grpc-timeout) */
   sluice_compression compression;
   const sluice_metadata *md; /* the user's; may be NULL */
+  unsigned prev_attempts;    /* grpc-previous-rpc-attempts; 0: not sent */
 } sluice__creq;
 
 struct sluice__cconn {

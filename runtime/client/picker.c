@@ -52,9 +52,12 @@ uint32_t sluice__picker_path_id(sluice__picker *p,
 void sluice__picker_add(sluice__picker *p, sluice__pick *pk) {
   pk->wait_since = 0;
   sluice__list_push(&p->pending, &pk->link);
+  p->n_queued++;
 }
 
 void sluice__picker_remove(sluice__picker *p, sluice__pick *pk) {
+  if (sluice__list_linked(&pk->link))
+    p->n_queued--;
   sluice__list_remove(&pk->link);
   if (pk->wait_since) {
     pk->wait_since = 0;
@@ -159,8 +162,26 @@ static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
   if (!pk->pick_ns)
     pk->pick_ns = t0;
   size_t idx = 0;
+  /* A retry or hedge goes elsewhere than the attempt before it when some
+   * other destination is usable (Envoy's previous_hosts idea). */
+  /* pk->avoid may have been freed since: it is only compared until found
+   * among the current destinations. */
+  sluice__subchannel *avoid = NULL;
+  int other = 0;
+  for (size_t i = 0; pk->avoid && i < n; i++) {
+    if (scs[i] == pk->avoid)
+      avoid = scs[i]->lb.usable ? scs[i] : NULL;
+    else if (scs[i]->lb.usable)
+      other = 1;
+  }
+  if (!other)
+    avoid = NULL;
+  if (avoid)
+    avoid->lb.usable = 0;
   sluice__lb_verdict v =
       sluice__lb_pick(&p->lb, p->views, n, &pk->lbc, t0, &idx);
+  if (avoid)
+    avoid->lb.usable = 1;
   uint64_t t1 = sluice_now_ns();
   *now = t1;
   if (v == SLUICE__LB_PICKED) {
@@ -194,6 +215,12 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
     pk->sent_ns = now;
     sluice__lb_sent(&p->lb, &sc->lb, &pk->lbc, now);
     pk->ops->sent(pk);
+    return 1;
+  }
+  if (pk->hedge) { /* never past a limit, never queued: not sent at all */
+    sluice__picker_remove(p, pk);
+    pk->ops->fail(pk, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                  "hedge not sent: no destination admits it now");
     return 1;
   }
   /* Refused by every destination. Wait (bounded), or drop now. */

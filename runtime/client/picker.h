@@ -50,6 +50,12 @@ struct sluice__pick {
   sluice__subchannel *sc; /* sent there, until the balancer heard its end */
   uint64_t sent_ns;
   int strat_done; /* strategy time recorded */
+  /* Set by the attempt: a destination to avoid when another is usable
+   * (the previous attempt's; NULL: none). */
+  sluice__subchannel *avoid;
+  /* A hedge: sent only where the strategy admits it now; refused, it fails
+   * at once (RESOURCE_EXHAUSTED, not counted as a drop), never waits. */
+  int hedge;
 };
 
 typedef struct sluice__picker {
@@ -57,6 +63,7 @@ typedef struct sluice__picker {
   sluice__list pending; /* new attempts, oldest first */
   sluice__list waiting; /* refused by every destination: the wait queue */
   size_t n_waiting;
+  size_t n_queued; /* pending + waiting */
   uint32_t wait_max_len, wait_max_ms;
   sluice__loop *loop;
   uv_timer_t wait_timer;

@@ -2,6 +2,7 @@
  * taken on the loop thread, as a struct or as Prometheus text. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,46 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   return 0;
 }
 
+/* Loop thread: fills out (sluice_channel_get_resilience_stats). */
+static int res_snapshot(sluice_channel *ch, sluice_resilience_stats *out) {
+  const sluice__resil *r = &ch->res;
+  size_t size = out->struct_size;
+  memset(out, 0, sizeof *out);
+  out->struct_size = size;
+  out->total = r->total;
+  out->breaker_requests = r->breaker_requests;
+  out->breaker_pending = r->breaker_pending;
+  out->retries_in_flight = r->in_retry;
+  out->hedges_in_flight = r->hedges_open;
+  out->throttle_tokens =
+      r->throttle.max_milli ? r->throttle.tokens_milli / 1000.0 : -1.0;
+  size_t n = ch->picker.n_paths;
+  /* the last slot gathers the methods past the table's size */
+  int other = r->per_path[SLUICE__LB_MAX_PATHS - 1].calls > 0;
+  if (n + (size_t)other == 0)
+    return 0;
+  out->methods = calloc(n + (size_t)other, sizeof *out->methods);
+  if (!out->methods)
+    return SLUICE_ERR_NOMEM;
+  for (size_t i = 0; i < n; i++) {
+    snprintf(out->methods[i].path, sizeof out->methods[i].path, "%s",
+             ch->picker.paths[i]->path);
+    out->methods[i].counters = r->per_path[i];
+  }
+  if (other) {
+    snprintf(out->methods[n].path, sizeof out->methods[n].path, "(other)");
+    out->methods[n].counters = r->per_path[SLUICE__LB_MAX_PATHS - 1];
+  }
+  out->n_methods = n + (size_t)other;
+  return 0;
+}
+
+/* A snapshot taken on the loop thread for a caller on another thread. */
 typedef struct stats_req {
   sluice__task task;
   sluice_channel *ch;
   sluice_channel_stats *out;
+  sluice_resilience_stats *res_out;
   int rv;
   int done;
   uv_mutex_t mu;
@@ -74,23 +111,25 @@ typedef struct stats_req {
 
 static void on_stats_task(sluice__task *t) {
   stats_req *r = SLUICE__CONTAINER_OF(t, stats_req, task);
-  r->rv = snapshot(r->ch, r->out);
+  r->rv = r->out ? snapshot(r->ch, r->out) : res_snapshot(r->ch, r->res_out);
   uv_mutex_lock(&r->mu);
   r->done = 1;
   uv_cond_signal(&r->cv);
   uv_mutex_unlock(&r->mu);
 }
 
-int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out) {
-  if (!ch || !out)
-    return SLUICE_ERR_INVALID_ARG;
+/* Takes one of the snapshots (out or res_out) on the loop, waiting for it
+ * when called from another thread. */
+static int on_loop(sluice_channel *ch, sluice_channel_stats *out,
+                   sluice_resilience_stats *res_out) {
   if (sluice__loop_on_thread(ch->loop))
-    return snapshot(ch, out);
+    return out ? snapshot(ch, out) : res_snapshot(ch, res_out);
   stats_req r;
   memset(&r, 0, sizeof r);
   r.task.fn = on_stats_task;
   r.ch = ch;
   r.out = out;
+  r.res_out = res_out;
   uv_mutex_init(&r.mu);
   uv_cond_init(&r.cv);
   sluice__loop_post(ch->loop, &r.task);
@@ -101,6 +140,35 @@ int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out) {
   uv_mutex_destroy(&r.mu);
   uv_cond_destroy(&r.cv);
   return r.rv;
+}
+
+int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out) {
+  if (!ch || !out)
+    return SLUICE_ERR_INVALID_ARG;
+  return on_loop(ch, out, NULL);
+}
+
+int sluice_channel_get_resilience_stats(sluice_channel *ch,
+                                        sluice_resilience_stats *out) {
+  if (!ch || !out)
+    return SLUICE_ERR_INVALID_ARG;
+  /* A struct from a newer or older program: fill ours, copy what fits. */
+  if (out->struct_size && out->struct_size != sizeof *out) {
+    sluice_resilience_stats mine;
+    mine.struct_size = sizeof mine;
+    int rv = on_loop(ch, NULL, &mine);
+    if (rv != 0)
+      return rv;
+    size_t n = out->struct_size < sizeof mine ? out->struct_size : sizeof mine;
+    size_t keep = out->struct_size;
+    memcpy(out, &mine, n);
+    out->struct_size = keep;
+    if (n < offsetof(sluice_resilience_stats, methods) + sizeof mine.methods)
+      free(mine.methods); /* the caller's struct has no room for it */
+    return 0;
+  }
+  out->struct_size = sizeof *out;
+  return on_loop(ch, NULL, out);
 }
 
 void sluice_channel_stats_clear(sluice_channel_stats *s) {
@@ -142,6 +210,80 @@ static void add(text *t, const char *fmt, ...) {
     t->p = p;
     t->cap = cap;
   }
+}
+
+/* Retries, hedges and breakers per method (names after gRFC A96's
+ * grpc.client.call.retries / transparent_retries / hedges / retry_delay). */
+static void add_resilience(text *t, sluice_channel *ch) {
+  sluice_resilience_stats r;
+  sluice_resilience_stats_init(&r);
+  if (sluice_channel_get_resilience_stats(ch, &r) != 0) {
+    t->failed = 1;
+    return;
+  }
+  static const struct {
+    const char *name, *help;
+    size_t off;
+    double scale;
+  } ctrs[] = {
+      {"call_attempts_total", "Attempts sent, first ones included.",
+       offsetof(sluice_retry_counters, attempts), 1},
+      {"call_retries_total", "Retry attempts started.",
+       offsetof(sluice_retry_counters, retries), 1},
+      {"call_transparent_retries_total",
+       "Replays of streams the server never saw.",
+       offsetof(sluice_retry_counters, transparent_retries), 1},
+      {"call_hedges_total", "Hedged attempts started.",
+       offsetof(sluice_retry_counters, hedges), 1},
+      {"call_retry_delay_seconds_total", "Retry backoff waited, summed.",
+       offsetof(sluice_retry_counters, retry_delay_ms_sum), 1e-3},
+  };
+  static const struct {
+    const char *reason;
+    size_t off;
+  } denied[] = {
+      {"throttled", offsetof(sluice_retry_counters, retries_throttled)},
+      {"budget", offsetof(sluice_retry_counters, retries_budget_denied)},
+      {"pushback", offsetof(sluice_retry_counters, retries_pushback_denied)},
+      {"deadline", offsetof(sluice_retry_counters, retries_deadline_denied)},
+      {"breaker", offsetof(sluice_retry_counters, retries_breaker_denied)},
+      {"exhausted", offsetof(sluice_retry_counters, retries_exhausted)},
+  };
+#define FIELD(m, off)                                                          \
+  (*(const uint64_t *)((const char *)&(m)->counters + (off)))
+  for (size_t k = 0; k < sizeof ctrs / sizeof ctrs[0]; k++) {
+    add(t, "# HELP sluice_client_%s %s\n# TYPE sluice_client_%s counter\n",
+        ctrs[k].name, ctrs[k].help, ctrs[k].name);
+    for (size_t i = 0; i < r.n_methods; i++)
+      add(t, "sluice_client_%s{method=\"%s\"} %.15g\n", ctrs[k].name,
+          r.methods[i].path,
+          (double)FIELD(&r.methods[i], ctrs[k].off) * ctrs[k].scale);
+  }
+  add(t, "# HELP sluice_client_call_retries_denied_total Retries and hedges "
+         "not made, by reason.\n"
+         "# TYPE sluice_client_call_retries_denied_total counter\n");
+  for (size_t i = 0; i < r.n_methods; i++)
+    for (size_t k = 0; k < sizeof denied / sizeof denied[0]; k++)
+      add(t,
+          "sluice_client_call_retries_denied_total{method=\"%s\","
+          "reason=\"%s\"} %" PRIu64 "\n",
+          r.methods[i].path, denied[k].reason,
+          FIELD(&r.methods[i], denied[k].off));
+#undef FIELD
+  add(t,
+      "# HELP sluice_client_breaker_open_total Calls refused by a circuit "
+      "breaker.\n# TYPE sluice_client_breaker_open_total counter\n"
+      "sluice_client_breaker_open_total{breaker=\"max_requests\"} %" PRIu64 "\n"
+      "sluice_client_breaker_open_total{breaker=\"max_pending\"} %" PRIu64 "\n"
+      "# TYPE sluice_client_retries_in_flight gauge\n"
+      "sluice_client_retries_in_flight %" PRIu64 "\n"
+      "# TYPE sluice_client_hedges_in_flight gauge\n"
+      "sluice_client_hedges_in_flight %" PRIu64 "\n"
+      "# TYPE sluice_client_retry_throttle_tokens gauge\n"
+      "sluice_client_retry_throttle_tokens %.3f\n",
+      r.breaker_requests, r.breaker_pending, r.retries_in_flight,
+      r.hedges_in_flight, r.throttle_tokens);
+  sluice_resilience_stats_clear(&r);
 }
 
 int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
@@ -219,6 +361,7 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
 #undef GAUGE
 #undef COUNTER
   sluice_channel_stats_clear(&s);
+  add_resilience(&t, ch);
   if (t.failed) {
     free(t.p);
     return SLUICE_ERR_NOMEM;

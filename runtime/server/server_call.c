@@ -19,6 +19,8 @@
 #include "transport/recv.h"
 #include "transport/sendq.h"
 #include "wire/compress.h"
+#include "wire/metadata_internal.h"
+#include "wire/metadata_rules.h"
 #include "wire/percent.h"
 
 struct sluice_server_call {
@@ -970,6 +972,14 @@ static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
     rv = SLUICE_ERR_STATE;
   else if (!*md && sluice_metadata_new(md) != 0)
     rv = SLUICE_ERR_NOMEM;
+  else if (kind == SLUICE__MD_TRAILING && key && value &&
+           strcmp(key, "grpc-retry-pushback-ms") == 0)
+    /* The one grpc- key a handler sets: its retry pushback (gRFC A6), e.g.
+     * "-1" (do not retry) or "250" (retry in 250 ms); any printable value
+     * goes, as the client must cope with malformed ones. */
+    rv = sluice__md_ascii_value_valid(value, len)
+             ? sluice__metadata_append(*md, key, strlen(key), value, len)
+             : SLUICE_ERR_BAD_METADATA;
   else
     rv = sluice_metadata_add(*md, key, value, len);
   uv_mutex_unlock(&call->md_mu);

@@ -9,6 +9,8 @@ int sluice__sendq_init(sluice__sendq *q, size_t bound) {
   q->head = q->tail = NULL;
   q->sent_head = q->sent_tail = NULL;
   q->retain = 0;
+  q->retain_limit = 0;
+  q->retain_dropped = 0;
   q->n_sent_bytes = 0;
   q->queued = 0;
   q->bound = bound;
@@ -79,7 +81,17 @@ int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len, int force,
   q->n_pushed++;
   *was_deferred = q->deferred;
   q->deferred = 0;
+  sluice__sendbuf *drop = NULL;
+  /* While retaining, queued + n_sent_bytes is everything kept. */
+  if (q->retain && q->retain_limit &&
+      q->queued + q->n_sent_bytes > q->retain_limit) {
+    q->retain = 0;
+    q->retain_dropped = 1;
+    drop = q->sent_head; /* freed outside the lock */
+    q->sent_head = q->sent_tail = NULL;
+  }
   uv_mutex_unlock(&q->mu);
+  free_list(q, drop);
   if (b != spare)
     free(spare); /* the first node came free while we allocated */
   return 0;
@@ -187,6 +199,49 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
   free_list(q, done);
   *n = got;
   return st;
+}
+
+int sluice__sendq_retain_dropped(sluice__sendq *q) {
+  uv_mutex_lock(&q->mu);
+  int d = q->retain_dropped;
+  uv_mutex_unlock(&q->mu);
+  return d;
+}
+
+/* Appends a copy of b's whole message to dst. */
+static int copy_buf(sluice__sendq *dst, const sluice__sendbuf *b) {
+  uint8_t *data = malloc(b->len ? b->len : 1);
+  if (!data)
+    return SLUICE_ERR_NOMEM;
+  memcpy(data, b->data, b->len);
+  int deferred;
+  int rv = sluice__sendq_push(dst, data, b->len, 1, &deferred);
+  if (rv != 0)
+    free(data);
+  return rv;
+}
+
+int sluice__sendq_copy(sluice__sendq *dst, sluice__sendq *src) {
+  uv_mutex_lock(&src->mu);
+  int rv = 0;
+  size_t kept = 0;
+  for (sluice__sendbuf *b = src->sent_head; b; b = b->next)
+    kept += b->len;
+  for (sluice__sendbuf *b = src->head; b; b = b->next)
+    kept += b->sent;
+  if (kept != src->n_sent_bytes)
+    rv = SLUICE_ERR_STATE;
+  for (sluice__sendbuf *b = src->sent_head; b && rv == 0; b = b->next)
+    rv = copy_buf(dst, b);
+  for (sluice__sendbuf *b = src->head; b && rv == 0; b = b->next)
+    rv = copy_buf(dst, b);
+  int closed = src->closed;
+  uv_mutex_unlock(&src->mu);
+  if (rv == 0 && closed) {
+    int deferred;
+    sluice__sendq_close(dst, &deferred);
+  }
+  return rv;
 }
 
 size_t sluice__sendq_queued(sluice__sendq *q) {

@@ -26,6 +26,8 @@ typedef struct sluice__sendq {
   sluice__sendbuf *head, *tail;
   sluice__sendbuf *sent_head, *sent_tail; /* retained after sending */
   int retain;          /* keep sent buffers so that the call can be replayed */
+  size_t retain_limit; /* stop retaining past this many bytes; 0: none */
+  int retain_dropped;  /* retention stopped at the limit: no replay */
   size_t queued;       /* bytes not yet handed to HTTP/2 */
   size_t n_sent_bytes; /* handed to HTTP/2 since the last rewind */
   size_t bound;
@@ -44,6 +46,25 @@ int sluice__sendq_init(sluice__sendq *q, size_t bound);
 /* Keeps sent buffers (a call with a single request message that may be
  * retried transparently). Set before the first push. */
 static inline void sluice__sendq_retain(sluice__sendq *q) { q->retain = 1; }
+
+/* Retains sent buffers up to limit bytes pushed in all (0: no limit);
+ * a push past the limit stops retention for good, frees what was kept and
+ * sets retain_dropped (a call that can no longer be replayed commits). Set
+ * before the first push. */
+static inline void sluice__sendq_retain_upto(sluice__sendq *q, size_t limit) {
+  q->retain = 1;
+  q->retain_limit = limit;
+}
+
+/* Non-zero once retention stopped at its limit (thread-safe). */
+int sluice__sendq_retain_dropped(sluice__sendq *q);
+
+/* Fills dst (initialised, empty) with copies of every message src holds,
+ * sent and retained or still queued, and closes dst if src is closed:
+ * another stream's own copy of the request (a hedged attempt). Returns 0,
+ * SLUICE_ERR_NOMEM or SLUICE_ERR_STATE (src dropped sent bytes; dst then
+ * holds what was copied: destroy it). */
+int sluice__sendq_copy(sluice__sendq *dst, sluice__sendq *src);
 
 /* Puts every retained sent buffer back in front, unsent: the call is
  * replayed on another stream. Returns 0, or -1 when nothing can be replayed
