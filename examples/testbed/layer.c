@@ -8,6 +8,7 @@
  *                 [--hedge ATTEMPTS,DELAY_MS] [--retry-codes CODE,...]
  *                 [--breakers REQ,PEND,RETRIES] [--retry-budget PCT,MIN]
  *                 [--retry-throttling TOKENS,RATIO] [--no-retries]
+ *                 [--shutdown-grace-ms MS]
  *
  * Serves testbed.Layer/Call. Its capacity is simulated: a pool of W worker
  * threads, each spending U microseconds per call (sleeping, so that a 2-core
@@ -504,6 +505,7 @@ static void usage(FILE *f, const char *prog) {
       "  --fanout F   downstream calls per call (default 1)\n"
       "  --fanout-mode parallel|sequential   all at once (default), or one\n"
       "               after the other, stopping at the first failure\n"
+      "  --shutdown-grace-ms MS   drain time at SIGTERM (default 2000)\n"
       "  the others set the channel to --next: see the top of layer.c\n"
       "  and sluice/resilience.h\n",
       prog);
@@ -616,7 +618,7 @@ int main(int argc, char **argv) {
   memset(&R, 0, sizeof R);
   R.codes = SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE) |
             SLUICE_CODE_BIT(SLUICE_STATUS_RESOURCE_EXHAUSTED);
-  unsigned long fanout = 1;
+  unsigned long fanout = 1, grace_ms = SHUTDOWN_GRACE_MS;
   const char *next = NULL, *stats_path = NULL;
   unsigned long port = 0, workers = 4, service_us = 1000, threads = 1;
   L.name = "layer";
@@ -651,6 +653,8 @@ int main(int argc, char **argv) {
       L.name = val;
     else if (strcmp(flag, "--stats") == 0)
       stats_path = val;
+    else if (strcmp(flag, "--shutdown-grace-ms") == 0)
+      bad = sluice_example_parse_ulong(val, 600000UL, &grace_ms);
     else if (strcmp(flag, "--fanout-mode") == 0) {
       if (val != NULL && strcmp(val, "sequential") == 0)
         L.sequential = 1;
@@ -772,7 +776,7 @@ int main(int argc, char **argv) {
     }
     break;
   }
-  sluice_server_shutdown(srv, SHUTDOWN_GRACE_MS);
+  sluice_server_shutdown(srv, (uint64_t)grace_ms);
   dump_stats_to(stats_path, "exit");
   exit_code = 0;
 

@@ -45,7 +45,7 @@
 #              storm-a5-i0 storm-a5-i25 storm-a5-i100 default"
 #   LOADS="0.8 1.0 1.2 spike"  STORM_LOADS="1.2 spike" (storm-* only)
 #   RUNS=2  runs of every cell, interleaved (every cell once, then again)
-#   DURATION=4 WARMUP=1 (s)  DEADLINE_MS=1000  SIZE=4096
+#   DURATION=3 WARMUP=1 (s)  DEADLINE_MS=500  SIZE=4096
 #   CB_MAX=20  STORM_CB=1
 #   SPIKE_BASE=0.8 SPIKE_ADD=1.2 SPIKE_S=1
 #   T1="16 1000" T2="16 1000" T3="4 8000" (workers, service us per instance)
@@ -67,9 +67,9 @@ SCENARIOS=${SCENARIOS:-none cb-t1 cb-t2 cb-t3 cb-all storm-a1-i0 storm-a3-i0 sto
 LOADS=${LOADS:-0.8 1.0 1.2 spike}
 STORM_LOADS=${STORM_LOADS:-1.2 spike}
 RUNS=${RUNS:-2}
-DURATION=${DURATION:-4}
+DURATION=${DURATION:-3}
 WARMUP=${WARMUP:-1}
-DEADLINE_MS=${DEADLINE_MS:-1000}
+DEADLINE_MS=${DEADLINE_MS:-500}
 SIZE=${SIZE:-4096}
 CB_MAX=${CB_MAX:-20}
 STORM_CB=${STORM_CB:-1}
@@ -150,7 +150,8 @@ start_layer() {
   STARTS=$((STARTS + 1))
   out=$WORK/$STARTS-$name
   local args=(--port 0 --workers "$w" --service-us "$us" --name "$name"
-              --threads 1 --stats "$CELL/layer-$name.json")
+              --threads 1 --stats "$CELL/layer-$name.json"
+              --shutdown-grace-ms 300)
   [ -n "$next" ] && args+=(--next "ipv4:$next" "$@")
   "$LAYER" "${args[@]}" >"$out.stdout" 2>"$out.stderr" &
   PIDS+=($!)

@@ -441,7 +441,7 @@ def report(raw, out, date):
                 b = agg(sc, "spike", "amplification") if cells.get((sc, "spike")) else 0
                 f.write("%s %.3f %.3f\n" % (sc, a or 0, b or 0))
         plot("amplification", "Retry amplification at t3 (1.0 = no retry, nothing lost)",
-             "", "attempts at t3 per request x %d" % (f1 * f2_),
+             "", "attempts at t3 / (requests x %d)" % (f1 * f2_),
              ["'%s' using 2:xtic(1) title '1.2x'" % bars, "'' using 3 title 'spike'"],
              "set style data histograms\nset style fill solid 0.6\nset xtics rotate by -30\n"
              "set yrange [0:*]\nset arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2")
