@@ -54,7 +54,7 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 
 # libsluice0: Depends from dpkg-shlibdeps (libc6, libnghttp2-14, libuv1,
-# libprotobuf-c1, libssl3, zlib1g); a shlibs file for the packages built
+# libjansson4, libprotobuf-c1, libssl3, zlib1g); a shlibs file for the packages built
 # against it (a release may add symbols, so a binary needs at least the
 # version it was built with); the ldconfig trigger, in place of the
 # postinst/postrm running ldconfig that CPack writes and
@@ -93,8 +93,8 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
 string(JOIN ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "${SLUICE_DEB_RUNTIME} (= ${SLUICE_DEB_VERSION})"
   "${SLUICE_DEB_PLUGIN} (= ${SLUICE_DEB_VERSION})"
-  libprotobuf-c-dev libnghttp2-dev libuv1-dev libssl-dev zlib1g-dev
-  pkg-config protobuf-c-compiler protobuf-compiler libprotobuf-dev)
+  libprotobuf-c-dev libnghttp2-dev libuv1-dev libjansson-dev libssl-dev
+  zlib1g-dev pkg-config protobuf-c-compiler protobuf-compiler libprotobuf-dev)
 set(CPACK_COMPONENT_DEV_DESCRIPTION
 "gRPC-compatible RPC framework in C (development files)
 sluice is an RPC framework in C that speaks gRPC over HTTP/2 (nghttp2,

@@ -5,6 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       protobuf-c-compiler libprotobuf-c-dev libprotobuf-dev libprotoc-dev
       protobuf-compiler libnghttp2-dev libssl-dev libuv1-dev zlib1g-dev
+      libjansson-dev
       libcmocka-dev python3 python3-grpcio python3-protobuf
       openssl nghttp2-client doxygen)
 

@@ -432,18 +432,34 @@ SLUICE_API int sluice_channel_stats_prometheus(sluice_channel *ch, char **text);
  * sluice/resilience.h) with the channel's retry, hedging and circuit-breaker
  * counters, in total and per method (taken on the channel's loop as
  * sluice_channel_get_stats() is: from another thread it waits for the
- * loop; on the loop thread it is taken at once). Returns 0,
- * SLUICE_ERR_INVALID_ARG or SLUICE_ERR_NOMEM. Free with
- * sluice_resilience_stats_clear(). */
-SLUICE_API int sluice_channel_get_resilience_stats(sluice_channel *ch,
-                                                   sluice_resilience_stats *out);
-/** Frees what a resilience snapshot owns and zeroes it (struct_size kept).
- */
+ * loop; on the loop thread it is taken at once). Only the first
+ * out->struct_size bytes are written, so a program built against older
+ * headers gets the fields it knows. Free with
+ * sluice_resilience_stats_clear(), also after SLUICE_ERR_NOMEM.
+ * @param ch the channel
+ * @param[in,out] out the snapshot: struct_size set by
+ *   sluice_resilience_stats_init(), the rest filled; out->methods is
+ *   owned by the caller from then on
+ * @retval 0 filled
+ * @retval SLUICE_ERR_INVALID_ARG ch or out is NULL, or out was not
+ *   initialised (struct_size too small)
+ * @retval SLUICE_ERR_NOMEM out of memory: the totals are filled, methods
+ *   is NULL and n_methods 0 */
+SLUICE_API int
+sluice_channel_get_resilience_stats(sluice_channel *ch,
+                                    sluice_resilience_stats *out);
+/** Frees what a resilience snapshot owns (methods) and zeroes it,
+ * struct_size kept, so it can be filled again. Touches only the first
+ * struct_size bytes (all of it when struct_size is 0). Thread-safe
+ * (touches only s).
+ * @param s the snapshot; NULL is ignored */
 SLUICE_API void sluice_resilience_stats_clear(sluice_resilience_stats *s);
 
 /** The reason the last sluice_channel_opts_set_tls() (sluice/tls.h) on these
  * options failed (SLUICE_ERR_TLS, or SLUICE_ERR_INVALID_ARG for an incomplete
- * configuration); "" if none, or after one succeeded.
+ * configuration), or the last resilience setter (sluice/resilience.h: the
+ * field refused, such as "methodConfig[0].timeout: ..."); "" if none, or
+ * after one of these succeeded.
  * @param o the options
  * @return the text, borrowed: valid until the options change or are freed;
  *   "" for NULL */

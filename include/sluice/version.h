@@ -17,7 +17,7 @@ extern "C" {
 #define SLUICE_VERSION_MAJOR 0
 /** Minor version of these headers; before 1.0 a new one may change the API.
  */
-#define SLUICE_VERSION_MINOR 2
+#define SLUICE_VERSION_MINOR 3
 /** Patch version of these headers. */
 #define SLUICE_VERSION_PATCH 0
 
@@ -27,12 +27,12 @@ extern "C" {
 #define SLUICE_ABI_VERSION 0
 
 /** The version as one number, (major << 16) | (minor << 8) | patch, for
- * compile-time comparisons: `#if SLUICE_VERSION_HEX >= 0x000200`. */
+ * compile-time comparisons: `#if SLUICE_VERSION_HEX >= 0x000300`. */
 #define SLUICE_VERSION_HEX                                                     \
   ((SLUICE_VERSION_MAJOR << 16) | (SLUICE_VERSION_MINOR << 8) |                \
    SLUICE_VERSION_PATCH)
 
-/** The version of the library linked at run time, as "0.2.0". Compare it
+/** The version of the library linked at run time, as "0.3.0". Compare it
  * with SLUICE_VERSION_HEX through sluice_version_hex() to detect a program
  * running against another build than it was compiled with. Thread-safe.
  * @return a static string, never NULL. */

@@ -61,6 +61,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len);
 static const sluice__cstream_ops cstream_ops;
 static const sluice__stream_ops stream_ops;
 static const sluice__pick_ops pick_ops;
+static void parked_cancel(sluice__parked *p);
 
 static sluice__attempt *attempt_of(sluice__cstream *s) {
   return SLUICE__CONTAINER_OF(s, sluice__attempt, cs);
@@ -81,6 +82,7 @@ void sluice__attempt_init(sluice_call *c, sluice__attempt *a,
   /* A pause asked for before this attempt existed holds for it too. */
   a->cs.st.recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
   a->pick.ops = &pick_ops;
+  c->parked.cancel = parked_cancel;
   a->pick.cs = &a->cs;
   a->pick.req.path = c->method->path;
   a->pick.req.deadline_ns = c->deadline_ns;
@@ -143,6 +145,7 @@ void sluice__call_start_attempts(sluice_call *c) {
 void sluice__call_stop_attempts(sluice_call *c, sluice__attempt *a,
                                 sluice_status_code code) {
   c->retry_at_ns = c->hedge_at_ns = 0;
+  sluice__list_remove(&c->parked.link);
   SLUICE__LIST_FOREACH(n, &c->attempts) {
     sluice__attempt *x = SLUICE__CONTAINER_OF(n, sluice__attempt, link);
     sluice__picker_done(&c->ch->picker, &x->pick,
@@ -334,12 +337,20 @@ static void attempt_ended(sluice_call *c, sluice__attempt *a,
   COUNT(c, retries, 1);
   COUNT(c, retry_delay_ms_sum, delay_ms);
   c->retry_at_ns = now + delay_ms * 1000000u;
+  sluice__list_push(&c->ch->res.parked, &c->parked.link);
   sluice__call_timer_arm(c);
+}
+
+/* The channel was destroyed while the call waited for its retry. */
+static void parked_cancel(sluice__parked *p) {
+  sluice_call *c = SLUICE__CONTAINER_OF(p, sluice_call, parked);
+  sluice__call_complete(c, NULL, SLUICE_STATUS_CANCELLED, "channel destroyed");
 }
 
 void sluice__call_retry_now(sluice_call *c) {
   sluice__attempt *a = &c->first; /* retries run one at a time */
   c->retry_at_ns = 0;
+  sluice__list_remove(&c->parked.link);
   sluice__cstream_clear(&a->cs);
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);

@@ -418,6 +418,7 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
   c->fail_task.fn = fail_on_loop;
   c->release_task.fn = release_on_loop;
   sluice__list_init(&c->attempts);
+  sluice__list_init(&c->parked.link);
   c->max_request_size =
       min_nonzero(min_nonzero(ch->opts.max_request_size, m->max_request_size),
                   opts ? opts->max_request_size : 0);

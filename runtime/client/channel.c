@@ -189,6 +189,10 @@ void sluice__channel_kick(sluice_channel *ch) {
 }
 
 void sluice__channel_enqueue(sluice_channel *ch, sluice__pick *pk) {
+  if (ch->closing) { /* a retry or hedge after sluice_channel_del */
+    pk->ops->fail(pk, SLUICE_STATUS_CANCELLED, "channel destroyed");
+    return;
+  }
   sluice__picker_add(&ch->picker, pk);
   sluice__channel_kick(ch);
 }
@@ -258,6 +262,7 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   ch->dispatch_task.fn = on_dispatch_task;
   sluice__throttle_init(&ch->res.throttle, ch->opts.svc.throttle_max_tokens,
                         ch->opts.svc.throttle_ratio_milli);
+  sluice__list_init(&ch->res.parked);
   ch->res.rng = sluice_now_ns() ^ (uint64_t)(uintptr_t)ch;
   if (!ch->res.rng)
     ch->res.rng = 1;
@@ -317,6 +322,13 @@ static void shutdown_on_loop(void *ud) {
   sluice__loop_cancel(ch->loop, &ch->dispatch_task);
   sluice__picker_fail_all(&ch->picker, SLUICE_STATUS_CANCELLED,
                           "channel destroyed");
+  /* Calls waiting out a retry's backoff are in no queue: end them too. */
+  sluice__list *pn;
+  while ((pn = sluice__list_head(&ch->res.parked)) != NULL) {
+    sluice__parked *pk = SLUICE__CONTAINER_OF(pn, sluice__parked, link);
+    sluice__list_remove(pn);
+    pk->cancel(pk);
+  }
   ch->picker_closing = sluice__picker_close(&ch->picker);
   if (ch->resolving)
     uv_cancel((uv_req_t *)&ch->gai);

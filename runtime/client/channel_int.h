@@ -49,6 +49,13 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
 /* Frees what a copy holds (not the struct). Idempotent. */
 void sluice__channel_opts_clear(struct sluice_channel_opts *o);
 
+/* A call waiting out a retry's backoff (in no picker queue): cancel ends
+ * it when the channel is destroyed. */
+typedef struct sluice__parked {
+  sluice__list link;
+  void (*cancel)(struct sluice__parked *p);
+} sluice__parked;
+
 /* The channel's share of retries, hedging and circuit breakers (loop
  * thread): the throttle, what the budget and the breakers count, and the
  * counters of sluice_channel_get_resilience_stats. */
@@ -60,7 +67,8 @@ typedef struct sluice__resil {
   uint64_t breaker_requests, breaker_pending;
   sluice_retry_counters total;
   sluice_retry_counters per_path[SLUICE__LB_MAX_PATHS]; /* picker path ids */
-  uint64_t rng; /* xorshift64 state for the backoff jitter */
+  uint64_t rng;        /* xorshift64 state for the backoff jitter */
+  sluice__list parked; /* sluice__parked: calls in backoff */
 } sluice__resil;
 
 struct sluice_channel {

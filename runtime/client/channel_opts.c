@@ -1,6 +1,7 @@
 /* Channel options: defaults, setters (each rejects what it cannot use with
  * SLUICE_ERR_INVALID_ARG, see sluice/channel.h) and the deep copy a channel
  * keeps. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,12 @@ int sluice_channel_opts_new(sluice_channel_opts **out) {
   o->backoff_max_ms = 120000;
   o->connect_timeout_ms = 20000;
   o->lb = &sluice__lb_btc;
+  /* resilience (sluice/resilience.h); the service config starts empty */
+  o->max_attempts_cap = 5;
+  o->retry_buffer = 256u * 1024; /* C-core's per-RPC retry buffer */
+  o->retries_enabled = 1;
+  o->budget_percent = 20; /* Envoy's retry budget defaults */
+  o->budget_min_conc = 3;
   *out = o;
   return 0;
 }
@@ -29,6 +36,7 @@ void sluice_channel_opts_del(sluice_channel_opts *o) {
     free(o->authority);
     sluice__tls_ctx_unref(o->tls);
     free(o->tls_name);
+    sluice__svc_config_clear(&o->svc);
     free(o);
   }
 }
@@ -142,14 +150,149 @@ int sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o,
   return 0;
 }
 
+/* ---- resilience (sluice/resilience.h) ----
+ *
+ * Each setter clears last_error first and, on SLUICE_ERR_INVALID_ARG, says
+ * there which argument was refused; nothing is changed then. */
+
+static int refuse(sluice_channel_opts *o, const char *what) {
+  snprintf(o->last_error, sizeof o->last_error, "%s", what);
+  return SLUICE_ERR_INVALID_ARG;
+}
+
+void sluice_method_config_init(sluice_method_config *mc) {
+  if (!mc)
+    return;
+  memset(mc, 0, sizeof *mc);
+  mc->wait_for_ready = -1;
+}
+
+int sluice_channel_opts_set_method_config(sluice_channel_opts *o,
+                                          const char *name,
+                                          const sluice_method_config *mc) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  if (!name)
+    return refuse(o, "name: NULL (\"\" is the channel default)");
+  int rv = sluice__svc_config_set(&o->svc, name, mc, o->last_error,
+                                  sizeof o->last_error);
+  if (rv == SLUICE_ERR_NOMEM)
+    o->last_error[0] = 0;
+  return rv;
+}
+
+int sluice_channel_opts_set_service_config(sluice_channel_opts *o,
+                                           const char *json) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  if (!json)
+    return refuse(o, "service config: NULL");
+  sluice__svc_config c;
+  memset(&c, 0, sizeof c);
+  int rv =
+      sluice__svc_config_parse(&c, json, o->last_error, sizeof o->last_error);
+  if (rv)
+    return rv;
+  /* the parser maps to sluice's own names only, so this is found; checked
+   * anyway so that a strategy removed later cannot leave lb NULL */
+  const sluice__lb_ops *lb = c.lb_name ? sluice__lb_find(c.lb_name) : NULL;
+  if (c.lb_name && !lb) {
+    sluice__svc_config_clear(&c);
+    return refuse(o, "loadBalancingConfig: strategy not built in");
+  }
+  sluice__svc_config_clear(&o->svc);
+  o->svc = c;
+  if (lb)
+    o->lb = lb;
+  return 0;
+}
+
+int sluice_channel_opts_set_retry_throttling(sluice_channel_opts *o,
+                                             uint32_t max_tokens,
+                                             double token_ratio) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  if (max_tokens > 1000)
+    return refuse(o, "max_tokens: must be 0 (off) or in 1..1000");
+  uint32_t milli = sluice__token_ratio_milli(token_ratio);
+  if (max_tokens && !milli)
+    return refuse(o, "token_ratio: must be a number >= 0.001 (three "
+                     "decimals are kept)");
+  return sluice__svc_config_set_throttling(&o->svc, max_tokens, milli);
+}
+
+int sluice_channel_opts_set_retry_budget(sluice_channel_opts *o,
+                                         double budget_percent,
+                                         uint32_t min_retry_concurrency) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  /* written so that NaN fails too */
+  if (!(budget_percent >= 0 && budget_percent <= 100))
+    return refuse(o, "budget_percent: must be in [0, 100]");
+  o->budget_percent = budget_percent;
+  o->budget_min_conc = min_retry_concurrency;
+  return 0;
+}
+
+int sluice_channel_opts_set_max_attempts_cap(sluice_channel_opts *o,
+                                             uint32_t max_attempts) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  if (!max_attempts)
+    return refuse(o, "max_attempts: must be at least 1");
+  o->max_attempts_cap = max_attempts;
+  return 0;
+}
+
+int sluice_channel_opts_set_retry_buffer(sluice_channel_opts *o,
+                                         uint32_t per_call_bytes) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  if (!per_call_bytes)
+    return refuse(o, "per_call_bytes: must be > 0 (to stop retries, "
+                     "sluice_channel_opts_set_retries_enabled(o, 0))");
+  o->retry_buffer = per_call_bytes;
+  return 0;
+}
+
+int sluice_channel_opts_set_retries_enabled(sluice_channel_opts *o,
+                                            int enabled) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  o->retries_enabled = enabled != 0;
+  return 0;
+}
+
+int sluice_channel_opts_set_circuit_breakers(sluice_channel_opts *o,
+                                             uint32_t max_requests,
+                                             uint32_t max_pending,
+                                             uint32_t max_retries) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->last_error[0] = 0;
+  o->cb_max_requests = max_requests;
+  o->cb_max_pending = max_pending;
+  o->cb_max_retries = max_retries;
+  return 0;
+}
+
 int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
                               const struct sluice_channel_opts *src) {
   *dst = *src;
   dst->authority = NULL;
   dst->tls_name = NULL;
   dst->tls = NULL;
+  memset(&dst->svc, 0, sizeof dst->svc);
   if ((src->authority && !(dst->authority = strdup(src->authority))) ||
-      (src->tls_name && !(dst->tls_name = strdup(src->tls_name)))) {
+      (src->tls_name && !(dst->tls_name = strdup(src->tls_name))) ||
+      sluice__svc_config_copy(&dst->svc, &src->svc) != 0) {
     sluice__channel_opts_clear(dst);
     return SLUICE_ERR_NOMEM;
   }
@@ -162,6 +305,7 @@ void sluice__channel_opts_clear(struct sluice_channel_opts *o) {
   free(o->authority);
   free(o->tls_name);
   sluice__tls_ctx_unref(o->tls);
+  sluice__svc_config_clear(&o->svc);
   o->authority = o->tls_name = NULL;
   o->tls = NULL;
 }

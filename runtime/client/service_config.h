@@ -43,8 +43,9 @@ typedef struct sluice__svc_config {
 int sluice__svc_config_parse(sluice__svc_config *out, const char *json,
                              char *err, size_t errlen);
 
-/* Checks one method config as the JSON parser does (name the field from
- * prefix, e.g. "retryPolicy"); per_call allows max_attempts 1. Returns 0
+/* Check one method config or policy by the rules the JSON parser applies;
+ * the text names the C field ("retry.max_attempts: must be at least 2").
+ * per_call (a policy in sluice_call_opts) allows max_attempts 1. Return 0
  * or SLUICE_ERR_INVALID_ARG with the text in err. */
 int sluice__method_config_check(const sluice_method_config *mc, char *err,
                                 size_t errlen);
@@ -60,10 +61,24 @@ int sluice__svc_config_set(sluice__svc_config *c, const char *name,
                            const sluice_method_config *mc, char *err,
                            size_t errlen);
 
-/* The entry that applies to path ("/pkg.Svc/M"): exact method, else the
- * service's, else the default; NULL when none. */
-const sluice_method_config *
-sluice__svc_config_find(const sluice__svc_config *c, const char *path);
+/* Sets the retry throttling: max_tokens 0 (off) or 1..1000 with
+ * ratio_milli > 0 (thousandths of a token per OK call). Returns 0 or
+ * SLUICE_ERR_INVALID_ARG (c untouched). */
+int sluice__svc_config_set_throttling(sluice__svc_config *c,
+                                      uint32_t max_tokens,
+                                      uint32_t ratio_milli);
+/* A tokenRatio in thousandths, decimals past the third dropped (as C-core
+ * does), at most 1000000; 0 when ratio is not a number > 0 or rounds to
+ * 0. */
+uint32_t sluice__token_ratio_milli(double ratio);
+
+/* The entry that applies to path ("/pkg.Svc/M"; the leading '/' may be
+ * left out): exact method, else the service's, else the default; NULL when
+ * none. The entry applies whole, as in gRPC: its unset fields do not fall
+ * back to a less specific entry, only to the method's .proto options and
+ * the library defaults. */
+const sluice_method_config *sluice__svc_config_find(const sluice__svc_config *c,
+                                                    const char *path);
 
 /* Deep copy (dst is overwritten, not cleared first). Returns 0 or
  * SLUICE_ERR_NOMEM (dst then holds nothing). */

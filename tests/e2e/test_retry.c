@@ -512,6 +512,40 @@ static void test_hedging(void **state) {
   e2e_wait_destroy(&w);
 }
 
+/* A channel destroyed while a call waits out a long backoff: the call
+ * ends at once with CANCELLED, not when its backoff is over. */
+static void test_destroy_in_backoff(void **state) {
+  (void)state;
+  rt_server *s = rt_start(0);
+  sluice_channel *ch = e2e_channel_port(s->port, NULL);
+  sluice_retry_policy p = policy(3, 5000);
+  sluice_call_opts o;
+  sluice_call_opts_init(&o);
+  o.retry_policy = &p;
+  e2e_wait w;
+  e2e_wait_init(&w);
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.text = "backoff";
+  req.status_code = SLUICE_STATUS_UNAVAILABLE;
+  assert_int_equal(e2e__echo__echo__async(ch, &req, &o, e2e_wait_cb, &w), 0);
+  for (int i = 0; i < 400; i++) {
+    sluice_resilience_stats r = stats_of(ch);
+    uint64_t in = r.retries_in_flight;
+    sluice_resilience_stats_clear(&r);
+    if (in)
+      break;
+    e2e_sleep_ms(5);
+  }
+  uint64_t t0 = e2e_now_ms();
+  sluice_channel_del(ch);
+  assert_int_equal(e2e_wait_for(&w, 1, E2E_HANG_MS), 1);
+  assert_int_equal(w.code, SLUICE_STATUS_CANCELLED);
+  assert_true(e2e_now_ms() - t0 < 3000); /* not the 4-6 s backoff */
+  assert_int_equal(rt_key_copy(s, "backoff").attempts, 1);
+  e2e_wait_destroy(&w);
+  rt_free(s);
+}
+
 int main(void) {
   e2e_init();
   const struct CMUnitTest tests[] = {
@@ -523,6 +557,7 @@ int main(void) {
       cmocka_unit_test(test_budget),
       cmocka_unit_test(test_breaker_max_requests),
       cmocka_unit_test(test_hedging),
+      cmocka_unit_test(test_destroy_in_backoff),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,21 @@ def load_helloworld(proto=None, protoc=None):
     return importlib.import_module("helloworld_pb2")
 
 
+def load_pb2(proto, protoc=None):
+    """Generates <name>_pb2 from the .proto file proto with protoc
+    --python_out into a temporary directory and imports it; returns the
+    module ($PROTOC overrides protoc)."""
+    proto = os.path.abspath(proto)
+    protoc = protoc or os.environ.get("PROTOC") or "protoc"
+    out = tempfile.mkdtemp(prefix="sluice-interop-")
+    atexit.register(shutil.rmtree, out, True)
+    subprocess.run([protoc, "-I", os.path.dirname(proto), "--python_out",
+                    out, proto], check=True, timeout=60)
+    sys.path.insert(0, out)
+    name = os.path.splitext(os.path.basename(proto))[0] + "_pb2"
+    return importlib.import_module(name)
+
+
 # ---- TLS: gRPC's flags (--use_tls, --tls_cert, --tls_key, --tls_client_ca,
 # --require_client_cert on servers; --use_tls, --tls_ca,
 # --server_host_override, --tls_cert, --tls_key on clients) and the test

@@ -171,7 +171,7 @@ linked_shared() { # binary: must load the installed libsluice.so.0
     fail "$1 does not load $libdir/libsluice.so.0: $(ldd "$1")"
 }
 
-say "cmake: configuring and building (find_package(sluice 0.2 CONFIG))"
+say "cmake: configuring and building (find_package(sluice 0.3 CONFIG))"
 if ! { cmake -S "$src" -B "$scratch/cmake" -DCMAKE_BUILD_TYPE=Release &&
        cmake --build "$scratch/cmake" -j "$(nproc)"; } \
        >"$scratch/cmake.log" 2>&1; then

@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""retrytest.RetryTest on stock grpcio: the reference server of the retry tests.
+
+    py_retry_server.py [--port N] [--host H] [--threads T]
+                       [--proto FILE] [--protoc PATH]
+
+Serves tests/interop/retrytest.proto: each request (a Behavior) says how
+the attempt is answered (fail the first k attempts of its key with a code,
+a grpc-retry-pushback-ms trailer, response headers before the failure, a
+delay); the server records every attempt's grpc-previous-rpc-attempts,
+arrival time (monotonic ms) and remaining deadline per key and returns the
+record (Report). Observe returns it without counting an attempt. Prints
+"listening on <port>" once it accepts (port 0, the default, picks a free
+one) and stops on SIGINT/SIGTERM. Exits 77 when grpc cannot be imported.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interop_common  # noqa: E402
+
+try:
+    import grpc
+except ImportError:  # not Debian's python3-grpcio: ctest shows a skip
+    print("grpc is not importable by %s" % sys.executable, file=sys.stderr)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_PROTO = os.path.join(HERE, "retrytest.proto")
+GRACE_S = 1.0
+MAX_DELAY_MS = 60000
+CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class Records:
+    """Attempts seen per key."""
+
+    def __init__(self, pb):
+        self.pb = pb
+        self.mu = threading.Lock()
+        self.by_key = {}
+
+    def arrive(self, key, context):
+        """Records an attempt; returns its number (1, 2 ...)."""
+        now_ms = time.monotonic() * 1000.0
+        prev = ""
+        for k, v in context.invocation_metadata():
+            if k == "grpc-previous-rpc-attempts":
+                prev = v if isinstance(v, str) else v.decode("latin-1")
+        left = context.time_remaining()
+        att = self.pb.Attempt(previous_attempts=prev, arrival_ms=now_ms,
+                              timeout_ms=-1 if left is None
+                              else int(left * 1000.0))
+        with self.mu:
+            lst = self.by_key.setdefault(key, [])
+            lst.append(att)
+            return len(lst)
+
+    def report(self, key, seq=0, note=""):
+        with self.mu:
+            atts = list(self.by_key.get(key, []))
+        return self.pb.Report(key=key, attempts=atts, seq=seq, note=note)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="handler threads (default 64)")
+    ap.add_argument("--proto", default=os.environ.get("RETRYTEST_PROTO")
+                    or DEFAULT_PROTO)
+    ap.add_argument("--protoc", help="protoc ($PROTOC)")
+    args = ap.parse_args()
+    if not 0 <= args.port <= 65535 or args.threads < 0:
+        ap.error("bad --port or --threads")
+
+    pb = interop_common.load_pb2(args.proto, args.protoc)
+    rec = Records(pb)
+
+    def fail(b, n, context):
+        """Ends a failing attempt (raises through context.abort)."""
+        code = CODES.get(b.code or 14, grpc.StatusCode.UNKNOWN)
+        if b.pushback and (b.pushback_attempts == 0
+                           or n <= b.pushback_attempts):
+            context.set_trailing_metadata(
+                [("grpc-retry-pushback-ms", b.pushback)])
+        context.abort(code, "attempt %d of %r fails" % (n, b.key))
+
+    def begin(b, context):
+        n = rec.arrive(b.key, context)
+        if b.delay_ms:
+            time.sleep(min(b.delay_ms, MAX_DELAY_MS) / 1000.0)
+        return n, n <= b.fail_first
+
+    def unary(b, context):
+        n, failing = begin(b, context)
+        if failing:
+            if b.headers_then_fail:
+                context.send_initial_metadata([("x-committed", "1")])
+            fail(b, n, context)
+        return rec.report(b.key)
+
+    def stream(b, context):
+        n, failing = begin(b, context)
+        if failing:
+            if b.headers_then_fail:
+                context.send_initial_metadata([("x-committed", "1")])
+                yield rec.report(b.key, 0, "sent before failing")
+            fail(b, n, context)
+            return
+        for i in range(max(1, b.stream_messages)):
+            yield rec.report(b.key, i)
+
+    def observe(req, context):
+        return rec.report(req.key)
+
+    handler = grpc.method_handlers_generic_handler("retrytest.RetryTest", {
+        "Unary": grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=pb.Behavior.FromString,
+            response_serializer=pb.Report.SerializeToString),
+        "Stream": grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=pb.Behavior.FromString,
+            response_serializer=pb.Report.SerializeToString),
+        "Observe": grpc.unary_unary_rpc_method_handler(
+            observe, request_deserializer=pb.ObserveRequest.FromString,
+            response_serializer=pb.Report.SerializeToString),
+    })
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=args.threads or 64),
+        handlers=(handler,), maximum_concurrent_rpcs=None)
+    host = args.host
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    port = interop_common.add_port(server, "%s:%d" % (host, args.port), None)
+    if port == 0:
+        print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
+        return 1
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server.start()
+    print("listening on %d" % port, flush=True)
+    while not stop.wait(3600):
+        pass
+    server.stop(GRACE_S).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
