@@ -88,14 +88,16 @@ static inline int sx_apply(sluice_channel_opts *co, const char *prog,
                            const char *json, const uint32_t *breakers) {
   int rc;
   if (json != NULL && (rc = sluice_channel_opts_set_service_config(co, json))) {
-    fprintf(stderr, "%s: --service-config refused: %s (%s)\n", prog,
-            sluice_channel_opts_last_error(co), sluice_strerror(rc));
+    const char *why = sluice_channel_opts_last_error(co);
+    fprintf(stderr, "%s: --service-config refused: %s\n", prog,
+            why != NULL && *why ? why : sluice_strerror(rc));
     return rc;
   }
   if (breakers != NULL && (rc = sluice_channel_opts_set_circuit_breakers(
                                co, breakers[0], breakers[1], breakers[2]))) {
-    fprintf(stderr, "%s: --breakers refused: %s (%s)\n", prog,
-            sluice_channel_opts_last_error(co), sluice_strerror(rc));
+    const char *why = sluice_channel_opts_last_error(co);
+    fprintf(stderr, "%s: --breakers refused: %s\n", prog,
+            why != NULL && *why ? why : sluice_strerror(rc));
     return rc;
   }
   return 0;
