@@ -148,8 +148,8 @@ def spread(xs, fmt):
     xs = [x for x in xs if x is not None]
     if not xs:
         return "-"
-    if len(xs) == 1:
-        return fmt(xs[0])
+    if len(xs) == 1 or fmt(min(xs)) == fmt(max(xs)):
+        return fmt(mean(xs))
     return "%s [%s-%s]" % (fmt(mean(xs)), fmt(min(xs)), fmt(max(xs)))
 
 
