@@ -135,7 +135,8 @@ def main():
               "p99 verdict")
         check("(by goodput: cb-t1, 40/s, p99 40.0 ms)" in md and
               "beats it on both at once: **yes**" in md, "static verdict")
-        check("storm-a5-i0 1.2x: 0.50" in md, "storm verdict")
+        check("  | storm-a5-i0 | 1.2x | 5 | 80.0 | 2.50 | 0.50 | 300 |" in md,
+              "storm verdict")
         check(os.path.exists(os.path.join(out, "resilience-D.dat")), "dat file")
     if fails:
         for f in fails:
