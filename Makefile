@@ -5,7 +5,7 @@
 # Both install missing Debian packages first (scripts/install-deps.sh).
 # And for users of the library:
 #   make install [PREFIX=/usr/local] [DESTDIR=stage]
-#   make deb     .deb packages (libsluice0, libsluice-dev, protoc-gen-sluice)
+#   make deb     .deb packages (libsluice1, libsluice-dev, protoc-gen-sluice)
 #   make docs    API reference (Doxygen) into build/docs/api/html
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -77,7 +77,7 @@ test-tsan: build-tsan
 docs: deps
 	@scripts/check-docs.sh $(BUILD)/docs/api
 
-# Debian packages libsluice0, libsluice-dev, protoc-gen-sluice in build-deb/
+# Debian packages libsluice1, libsluice-dev, protoc-gen-sluice in build-deb/
 # (scripts/make-deb.sh: CPack, cmake/SluicePackaging.cmake).
 .PHONY: deb test-deb
 deb:

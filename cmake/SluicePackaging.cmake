@@ -1,7 +1,7 @@
 # Debian packages with CPack, one per install component
 # (cmake/SluiceInstall.cmake):
 #
-#   libsluice0         runtime  libsluice.so.0*
+#   libsluice1         runtime  libsluice.so.1*
 #   libsluice-dev      dev      headers, libsluice.a, libsluice.so, the CMake
 #                               package, sluice.pc, options.proto, pb-c/
 #   protoc-gen-sluice  plugin   bin/protoc-gen-sluice
@@ -53,7 +53,7 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${SLUICE_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 
-# libsluice0: Depends from dpkg-shlibdeps (libc6, libnghttp2-14, libuv1,
+# libsluice1: Depends from dpkg-shlibdeps (libc6, libnghttp2-14, libuv1,
 # libjansson4, libprotobuf-c1, libssl3, zlib1g); a shlibs file for the packages built
 # against it (a release may add symbols, so a binary needs at least the
 # version it was built with); the ldconfig trigger, in place of the
@@ -66,10 +66,10 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 file(WRITE ${PROJECT_BINARY_DIR}/deb/runtime/triggers
      "activate-noawait ldconfig\n")
-# The symbols file (packaging/deb/libsluice0.symbols: each exported
+# The symbols file (packaging/deb/libsluice1.symbols: each exported
 # function with the version that added it) gives dependents exact minimum
 # versions; tests/abi checks it against the library's exports.
-configure_file(${PROJECT_SOURCE_DIR}/packaging/deb/libsluice0.symbols
+configure_file(${PROJECT_SOURCE_DIR}/packaging/deb/libsluice1.symbols
                ${PROJECT_BINARY_DIR}/deb/runtime/symbols COPYONLY)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
     ${PROJECT_BINARY_DIR}/deb/runtime/triggers

@@ -104,6 +104,25 @@ static void warn_keywords(const Google__Protobuf__FileDescriptorProto *f,
               sm->methods[i].lower, sm->methods[i].member);
 }
 
+/* The runtime hedges unary and server-streaming calls only; a hedging
+ * policy on a method whose client streams is kept (a service config may
+ * override it anyway) but never used. */
+static void warn_hedging(const Google__Protobuf__FileDescriptorProto *f,
+                         const service_model *sm) {
+  for (size_t i = 0; i < sm->n_methods; i++) {
+    const method_model *mm = &sm->methods[i];
+    if (mm->defaults.has_config && mm->defaults.config.has_hedging &&
+        sluice_call_kind_streams_requests(mm->kind))
+      fprintf(stderr,
+              "protoc-gen-sluice: warning: %s: method %s of %s: option "
+              "(sluice.method).hedging_policy on a %s method is ignored: "
+              "sluice hedges unary and server-streaming calls only\n",
+              f->name, mm->name, sm->full_name,
+              mm->kind == SLUICE_CALL_BIDI_STREAMING ? "bidi-streaming"
+                                                     : "client-streaming");
+  }
+}
+
 int gen_file(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
              const Google__Protobuf__FileDescriptorProto *f, gen_output out[2],
              char **err) {
@@ -132,8 +151,10 @@ int gen_file(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
   }
   if (check_collisions(req, f, sms, n_sms, err) != 0)
     goto done;
-  for (size_t i = 0; i < n_sms; i++)
+  for (size_t i = 0; i < n_sms; i++) {
     warn_keywords(f, &sms[i]);
+    warn_hedging(f, &sms[i]);
+  }
 
   const printer_var vars[] = {
       {"file", f->name}, {"guard", guard}, {"base", base}, {NULL, NULL}};

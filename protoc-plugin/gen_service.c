@@ -15,6 +15,11 @@
 #include "gen_service.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
 
 /* A NULL-terminated list of templates, for printer_list. */
 #define ITEMS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -641,19 +646,122 @@ static void source_server(printer *p, const method_model *mm) {
   }
 }
 
+/* x as a C double constant that reads back as x: the shortest "%.*g"
+ * that does, with ".0" added when that looks like an integer. */
+static void double_literal(char *buf, size_t size, double x) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, size, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x)
+      break;
+  }
+  if (strpbrk(buf, ".e") == NULL && strlen(buf) + 3 <= size)
+    strcat(buf, ".0");
+}
+
+/* field ("    .retry.retryable_codes = "), then the codes of bits ORed,
+ * one per line below it; "0" when there are none. */
+static void print_codes(printer *p, const char *field, uint32_t bits) {
+  printer_print(p, NULL, field);
+  if (bits == 0) {
+    printer_print(p, NULL, " 0,\n");
+    return;
+  }
+  const char *sep = "\n";
+  for (unsigned c = 0; c < 32; c++) {
+    if (!(bits & SLUICE_CODE_BIT(c)) || options_code_name(c) == NULL)
+      continue;
+    const printer_var v[] = {{"code", options_code_name(c)}, {NULL, NULL}};
+    printer_print(p, NULL, sep);
+    printer_print(p, v, "        SLUICE_CODE_BIT(SLUICE_STATUS_$code$)");
+    sep = " |\n";
+  }
+  printer_print(p, NULL, ",\n");
+}
+
+/* The method's (sluice.method) options as a sluice_method_config, for a
+ * method that declares a retry or a hedging policy; its desc's config
+ * points at it. */
+static void source_method_config(printer *p, const method_model *mm) {
+  const sluice_method_config *mc = &mm->defaults.config;
+  char timeout[24], req[16], resp[16], attempts[16], initial[16], max[16],
+      mult[40], delay[16];
+  snprintf(timeout, sizeof timeout, "%llu", (unsigned long long)mc->timeout_ms);
+  snprintf(req, sizeof req, "%lu", (unsigned long)mc->max_request_bytes);
+  snprintf(resp, sizeof resp, "%lu", (unsigned long)mc->max_response_bytes);
+  snprintf(attempts, sizeof attempts, "%lu",
+           (unsigned long)(mc->has_retry ? mc->retry.max_attempts
+                                         : mc->hedging.max_attempts));
+  snprintf(initial, sizeof initial, "%lu",
+           (unsigned long)mc->retry.initial_backoff_ms);
+  snprintf(max, sizeof max, "%lu", (unsigned long)mc->retry.max_backoff_ms);
+  double_literal(mult, sizeof mult, mc->retry.backoff_multiplier);
+  snprintf(delay, sizeof delay, "%lu",
+           (unsigned long)mc->hedging.hedging_delay_ms);
+  const printer_var vars[] = {
+      {"timeout", timeout},   {"req", req},         {"resp", resp},
+      {"attempts", attempts}, {"initial", initial}, {"max", max},
+      {"mult", mult},         {"delay", delay},     {NULL, NULL}};
+  printer_comment(p, mm->vars.v, 0,
+                  mc->has_retry
+                      ? "(sluice.method) of $path$: its retry policy and its "
+                        "other options. A channel's service config and a "
+                        "call's own options take precedence."
+                      : "(sluice.method) of $path$: its hedging policy and "
+                        "its other options. A channel's service config and a "
+                        "call's own options take precedence.");
+  /* Broken after the type when the line would not fit, as the dispatch
+   * table is. */
+  const char *name = "";
+  for (size_t i = 0; i < mm->vars.n; i++)
+    if (strcmp(mm->vars.v[i].name, "config_var") == 0)
+      name = mm->vars.v[i].value;
+  printer_print(p, mm->vars.v,
+                strlen("static const sluice_method_config  = {") +
+                            strlen(name) <=
+                        PRINTER_WIDTH
+                    ? "static const sluice_method_config $config_var$ = {\n"
+                    : "static const sluice_method_config\n"
+                      "    $config_var$ = {\n");
+  printer_print(p, vars,
+                "    .timeout_ms = UINT64_C($timeout$),\n"
+                "    .wait_for_ready = -1,\n"
+                "    .max_request_bytes = UINT32_C($req$),\n"
+                "    .max_response_bytes = UINT32_C($resp$),\n");
+  if (mc->has_retry) {
+    printer_print(p, vars,
+                  "    .has_retry = 1,\n"
+                  "    .retry.max_attempts = $attempts$,\n"
+                  "    .retry.initial_backoff_ms = $initial$,\n"
+                  "    .retry.max_backoff_ms = $max$,\n"
+                  "    .retry.backoff_multiplier = $mult$,\n");
+    print_codes(p, "    .retry.retryable_codes =", mc->retry.retryable_codes);
+  } else {
+    printer_print(p, vars,
+                  "    .has_hedging = 1,\n"
+                  "    .hedging.max_attempts = $attempts$,\n"
+                  "    .hedging.hedging_delay_ms = $delay$,\n");
+    print_codes(p,
+                "    .hedging.non_fatal_codes =", mc->hedging.non_fatal_codes);
+  }
+  printer_print(p, vars, "};\n\n");
+}
+
 void gen_service_source(printer *p, const service_model *sm) {
   const printer_var *v = sm->vars.v;
   printer_print(p, v, "/* ---- service $full$ */\n\n");
+  for (size_t i = 0; i < sm->n_methods; i++)
+    if (sm->methods[i].defaults.has_config)
+      source_method_config(p, &sm->methods[i]);
   if (sm->n_methods > 0) {
     printer_print(p, v, "const sluice_method_desc $svc_methods$[$n$] = {\n");
     for (size_t i = 0; i < sm->n_methods; i++)
-      printer_print(
-          p, sm->methods[i].vars.v,
-          "    {\"$path$\", \"$M$\",\n"
-          "     &$in_desc$,\n"
-          "     &$out_desc$,\n"
-          "     $KIND$, UINT64_C($timeout_ms$),\n"
-          "     UINT32_C($max_request$), UINT32_C($max_response$)},\n");
+      printer_print(p, sm->methods[i].vars.v,
+                    "    {\"$path$\", \"$M$\",\n"
+                    "     &$in_desc$,\n"
+                    "     &$out_desc$,\n"
+                    "     $KIND$, UINT64_C($timeout_ms$),\n"
+                    "     UINT32_C($max_request$), UINT32_C($max_response$),\n"
+                    "     $config$},\n");
     printer_print(p, v, "};\n\n");
     printer_list(p, v, "const sluice_service_desc $svc_service$ = {",
                  ITEMS("\"$full$\"", "$n$", "$svc_methods$"), "};\n\n");

@@ -142,6 +142,13 @@ static void method_vars(method_model *mm, const service_model *sm,
   vars_fmt(t, "max_response", 0, "%lu",
            (unsigned long)mm->defaults.max_response_size);
 
+  if (mm->defaults.has_config) {
+    vars_fmt(t, "config_var", 1, "%s__%s__sluice_config", s, m);
+    vars_fmt(t, "config", 0, "&%s__%s__sluice_config", s, m);
+  } else {
+    vars_text(t, "config", "NULL");
+  }
+
   vars_fmt(t, "Handler", 1, "%s__%s_Handler", S, M);
   vars_fmt(t, "dispatch", 1, "%s__%s__sluice_dispatch", s, m);
   if (mm->kind == SLUICE_CALL_UNARY) {
@@ -226,9 +233,11 @@ static int method_model_build(method_model *mm, const char *service_full,
              : ss     ? SLUICE_CALL_SERVER_STREAMING
                       : SLUICE_CALL_UNARY;
 
-  const char *why = NULL;
+  char *why = NULL;
   if (options_read_method(m->options, &mm->defaults, &why) != 0) {
-    *err = str_printf("%s.%s: %s", service_full, m->name, why);
+    *err = str_printf("%s.%s: %s", service_full, m->name,
+                      why ? why : "out of memory");
+    free(why);
     return -1;
   }
   return 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds sluice's Debian packages (libsluice0, libsluice-dev,
+# Builds sluice's Debian packages (libsluice1, libsluice-dev,
 # protoc-gen-sluice) with CPack (cmake/SluicePackaging.cmake) in a build
 # directory of their own, and prints the paths of the .deb files on stdout
 # (progress on stderr).

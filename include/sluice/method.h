@@ -17,6 +17,8 @@
 extern "C" {
 #endif
 
+struct sluice_method_config;
+
 /** The kind of an RPC method: which sides stream. */
 typedef enum sluice_call_kind {
   SLUICE_CALL_UNARY = 0,            /**< one request, one response */
@@ -44,7 +46,8 @@ static inline int sluice_call_kind_streams_responses(sluice_call_kind k) {
 }
 
 /** One RPC method. Defaults come from (sluice.method) options in the
- * .proto; 0 means "not set": the channel's or server's own default applies.
+ * .proto; 0 (NULL for config) means "not set": the channel's or server's
+ * own default applies.
  * A per-call option overrides them: a call's timeout replaces the method's;
  * size limits combine, the smallest one set (channel or server, method,
  * call) applies, so a method can lower its side's limit, never raise it. */
@@ -65,6 +68,16 @@ typedef struct sluice_method_desc {
   /** Largest response message, in bytes (option max_response_size); 0:
    * only the channel's or server's limit. */
   uint32_t max_response_size;
+  /** The method's retry or hedging policy from its (sluice.method)
+   * options (retry_policy, hedging_policy; sluice/resilience.h), with
+   * default_timeout_ms and the two sizes above repeated in it; NULL when
+   * the .proto declares none. Static and const, as the desc. Precedence,
+   * highest first: the call's own options (sluice_call_opts), the
+   * channel's service config (sluice_channel_opts_set_service_config(),
+   * sluice_channel_opts_set_method_config()), this, the library's
+   * defaults: this applies when the service config has no entry for the
+   * method. A desc built by hand may leave it NULL. */
+  const struct sluice_method_config *config;
 } sluice_method_desc;
 
 /** One service: its full name ("package.Service") and its methods. */

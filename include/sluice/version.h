@@ -24,7 +24,7 @@ extern "C" {
 /** The ABI version: the number in the shared library's SONAME
  * (libsluice.so.0). It grows with every release that breaks binary
  * compatibility, independent of the version above (docs/abi.md). */
-#define SLUICE_ABI_VERSION 0
+#define SLUICE_ABI_VERSION 1
 
 /** The version as one number, (major << 16) | (minor << 8) | patch, for
  * compile-time comparisons: `#if SLUICE_VERSION_HEX >= 0x000300`. */

@@ -334,7 +334,7 @@ static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
   const sluice_method_config *mc =
       sluice__svc_config_find(&ch->opts.svc, m->path);
   if (!mc)
-    mc = NULL; /* TODO(merge h-proto): m->config */
+    mc = m->config;
   if (mc) {
     if (mc->timeout_ms && !*timeout_ms)
       *timeout_ms = mc->timeout_ms;
@@ -350,11 +350,11 @@ static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
       snprintf(err, sizeof err, "both retry_policy and hedging_policy set");
       rv = -1;
     } else if (opts->retry_policy) {
-      rv = sluice__retry_policy_check(opts->retry_policy, 1, err, sizeof err);
+      rv = sluice__retry_policy_check(opts->retry_policy, 0, err, sizeof err);
       c->own_rp = *opts->retry_policy;
       c->rp = &c->own_rp;
     } else {
-      rv = sluice__hedging_policy_check(opts->hedging_policy, 1, err,
+      rv = sluice__hedging_policy_check(opts->hedging_policy, 0, err,
                                         sizeof err);
       c->own_hp = *opts->hedging_policy;
       c->hp = &c->own_hp;

@@ -4,7 +4,7 @@
 # declaration split over lines or behind a macro is not missed) and nothing
 # else (no sluice__* internals, no symbols of code linked in). Also checks
 # the SONAME against SLUICE_ABI_VERSION, and the Debian symbols file
-# (packaging/deb/libsluice0.symbols) against the exports: a new function
+# (packaging/deb/libsluice1.symbols) against the exports: a new function
 # goes in there with the version that adds it.
 #
 #   check_exports.sh LIBSLUICE_SO INCLUDE_DIR SYMBOLS_FILE CC [CFLAGS...]

@@ -140,22 +140,20 @@ static void test_deadline_already_expired(void **state) {
 }
 
 static void test_unknown_method(void **state) {
-  static const sluice_method_desc nope_method = {"/e2e.Echo/Nope",
-                                                 "Nope",
-                                                 &e2e__echo_msg__descriptor,
-                                                 &e2e__echo_msg__descriptor,
-                                                 SLUICE_CALL_UNARY,
-                                                 0,
-                                                 0,
-                                                 0};
-  static const sluice_method_desc nope_service = {"/e2e.Nope/Echo",
-                                                  "Echo",
-                                                  &e2e__echo_msg__descriptor,
-                                                  &e2e__echo_msg__descriptor,
-                                                  SLUICE_CALL_UNARY,
-                                                  0,
-                                                  0,
-                                                  0};
+  static const sluice_method_desc nope_method = {
+      .path = "/e2e.Echo/Nope",
+      .name = "Nope",
+      .request = &e2e__echo_msg__descriptor,
+      .response = &e2e__echo_msg__descriptor,
+      .kind = SLUICE_CALL_UNARY,
+  };
+  static const sluice_method_desc nope_service = {
+      .path = "/e2e.Nope/Echo",
+      .name = "Echo",
+      .request = &e2e__echo_msg__descriptor,
+      .response = &e2e__echo_msg__descriptor,
+      .kind = SLUICE_CALL_UNARY,
+  };
   e2e_server *s = *state;
   sluice_channel *ch = e2e_channel(s, NULL);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;

@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 step "install into $tmp/prefix"
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
-for f in lib/libsluice.so lib/libsluice.so.0 lib/libsluice.a \
+for f in lib/libsluice.so lib/libsluice.so.1 lib/libsluice.a \
          bin/protoc-gen-sluice include/sluice/sluice.h \
          include/sluice/version.h include/sluice/options.proto \
          include/sluice/pb-c/sluice/options.pb-c.h \
@@ -70,8 +70,8 @@ step "1. CMake package (find_package + sluice_generate)"
 cmake -S "$ext" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/cmake" -j2 >"$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log" >&2; fail "CMake build"; }
-readelf -d "$tmp/cmake/notes_client" | grep -q 'NEEDED.*libsluice\.so\.0' ||
-  fail "notes_client (CMake) does not link libsluice.so.0"
+readelf -d "$tmp/cmake/notes_client" | grep -q 'NEEDED.*libsluice\.so\.1' ||
+  fail "notes_client (CMake) does not link libsluice.so.1"
 readelf -d "$tmp/cmake/notes_client" | grep -q "R.*PATH.*$prefix/lib" ||
   fail "notes_client (CMake) has no RUNPATH to $prefix/lib"
 "$ext/run.sh" "$tmp/cmake"
@@ -90,8 +90,8 @@ fi
 step "2. pkg-config, shared"
 make -s -C "$ext" PKG_CONFIG_PATH="$prefix/lib/pkgconfig" OUT="$tmp/pc" \
   >"$tmp/pc.log" 2>&1 || { cat "$tmp/pc.log" >&2; fail "pkg-config build"; }
-readelf -d "$tmp/pc/notes_client" | grep -q 'NEEDED.*libsluice\.so\.0' ||
-  fail "notes_client (pkg-config) does not link libsluice.so.0"
+readelf -d "$tmp/pc/notes_client" | grep -q 'NEEDED.*libsluice\.so\.1' ||
+  fail "notes_client (pkg-config) does not link libsluice.so.1"
 "$ext/run.sh" "$tmp/pc"
 
 step "3. pkg-config --static"

@@ -14,11 +14,6 @@
  * (port 0, the default, picks a free one); SIGINT or SIGTERM shut it down.
  *
  * What the API does not allow, and this server therefore cannot do:
- *  - set grpc-retry-pushback-ms from a handler:
- *    sluice_server_call_add_trailing_metadata() refuses every "grpc-" key
- *    (SLUICE_ERR_BAD_METADATA). The server tries, and says on stderr (once)
- *    and in the Report.note of the next successful attempt of the key that
- *    it could not;
  *  - commit a unary call before failing it: initial metadata added before
  *    an error finish goes out in the one Trailers-Only HEADERS frame, so
  *    "headers_then_fail" on Unary is not a commit (on Stream a message is

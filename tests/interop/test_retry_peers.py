@@ -186,32 +186,30 @@ def main_cases(ck, run, target, server_kind, client_kind):
                  "the client retries: OK after 2 attempts" % tag,
                  r["code"] == 0 and len(attempts(r)) == 2, fmt(r))
 
-    if server_kind == "py":
-        r = res["pushback200"]
-        g = gaps(r)
-        ck.check("%s pushback 200 ms honoured: OK, 2nd attempt >= 200 ms "
-                 "later" % tag, r["code"] == 0 and len(g) == 1
-                 and g[0] >= 200 - SLACK_MS, fmt(r))
-        r = res["pushback_neg"]
-        ck.check("%s pushback -1: not retried" % tag,
-                 r["code"] == UNAVAILABLE and len(attempts(r)) == 1, fmt(r))
-        r = res["pushback_bad"]
-        # grpcio's server cannot send a malformed value: C-core parses the
-        # key as a duration and sends "abc" as INT64_MIN, a negative
-        # pushback; clients must not retry either way.
+    # Both servers send the trailer: a sluice handler sets it with
+    # sluice_server_call_add_trailing_metadata (the one grpc- key allowed).
+    r = res["pushback200"]
+    g = gaps(r)
+    ck.check("%s pushback 200 ms honoured: OK, 2nd attempt >= 200 ms "
+             "later" % tag, r["code"] == 0 and len(g) == 1
+             and g[0] >= 200 - SLACK_MS, fmt(r))
+    r = res["pushback_neg"]
+    ck.check("%s pushback -1: not retried" % tag,
+             r["code"] == UNAVAILABLE and len(attempts(r)) == 1, fmt(r))
+    r = res["pushback_bad"]
+    # grpcio's server cannot send a malformed value: C-core parses the
+    # key as a duration and sends "abc" as INT64_MIN, a negative
+    # pushback; clients must not retry either way.
+    if "grpc-js" in tag and server_kind != "py":
+        # grpc-js parses the value with parseInt: "abc" is NaN and it
+        # retries at once, where A6 says not to retry (a grpc-js bug, seen
+        # only against a server that sends the malformed value verbatim).
+        ck.check("%s pushback 'abc': grpc-js retries it (its known "
+                 "deviation from A6)" % tag, len(attempts(r)) == 2, fmt(r))
+    else:
         ck.check("%s pushback 'abc' (on the wire: %s): not retried"
                  % (tag, r["trailers"].get("grpc-retry-pushback-ms")),
                  r["code"] == UNAVAILABLE and len(attempts(r)) == 1, fmt(r))
-    else:
-        # A sluice handler cannot set grpc-retry-pushback-ms: the server API
-        # refuses grpc-* keys (SLUICE_ERR_BAD_METADATA), the server says so
-        # in Report.note. The attempts then retry on the ordinary backoff.
-        for name in ("pushback200", "pushback_neg", "pushback_bad"):
-            r = res[name]
-            ck.check("%s %s: sluice handler cannot send the pushback "
-                     "trailer (no trailer; retried on backoff)" % (tag, name),
-                     "grpc-retry-pushback-ms" not in r["trailers"]
-                     and r["code"] == 0 and len(attempts(r)) == 2, fmt(r))
 
 
 def deadline_case(ck, run, target, tag):

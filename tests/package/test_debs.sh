@@ -16,7 +16,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-pkgs=(libsluice0 libsluice-dev protoc-gen-sluice)
+pkgs=(libsluice1 libsluice-dev protoc-gen-sluice)
 say() { echo "test_debs: $*" >&2; }
 skip() { say "SKIP: $*"; exit 77; }
 fail() { say "FAIL: $*"; exit 1; }
@@ -85,7 +85,7 @@ cleanup() {
       fi
     done < <(cat "$scratch"/files.* 2>/dev/null)
     for f in /usr/include/sluice /usr/lib/*/cmake/sluice \
-             /usr/share/doc/libsluice0 /usr/share/doc/libsluice-dev \
+             /usr/share/doc/libsluice1 /usr/share/doc/libsluice-dev \
              /usr/share/doc/protoc-gen-sluice; do
       [ -e "$f" ] && { say "FAIL: left behind: $f/"; left=1; }
     done
@@ -128,7 +128,7 @@ expect() { # package path...
     [ -e "$f" ] || fail "$f ($p) not on disk"
   done
 }
-expect libsluice0 "$libdir/libsluice.so.0" /usr/share/doc/libsluice0/copyright
+expect libsluice1 "$libdir/libsluice.so.1" /usr/share/doc/libsluice1/copyright
 expect libsluice-dev /usr/include/sluice/sluice.h \
   /usr/include/sluice/options.proto \
   /usr/include/sluice/pb-c/sluice/options.pb-c.h \
@@ -140,8 +140,8 @@ expect libsluice-dev /usr/include/sluice/sluice.h \
 expect protoc-gen-sluice /usr/bin/protoc-gen-sluice \
   /usr/share/man/man1/protoc-gen-sluice.1.gz
 grep -q "^$libdir/libsluice.so" "$scratch/files.libsluice-dev" &&
-  [ "$(readlink -f "$libdir/libsluice.so")" = "$(readlink -f "$libdir/libsluice.so.0")" ] ||
-  fail "libsluice.so does not lead to libsluice.so.0"
+  [ "$(readlink -f "$libdir/libsluice.so")" = "$(readlink -f "$libdir/libsluice.so.1")" ] ||
+  fail "libsluice.so does not lead to libsluice.so.1"
 say "installed: $(dpkg-query -W -f='${Package} ${Version}\n' "${pkgs[@]}" | paste -sd' ')"
 
 # The example as a user has it: a copy, away from sluice's tree, with no
@@ -162,13 +162,13 @@ run() { # name build-dir
     fail "$1: run.sh failed"
   fi
 }
-linked_shared() { # binary: must load the installed libsluice.so.0
+linked_shared() { # binary: must load the installed libsluice.so.1
   local so
-  so=$(ldd "$1" | sed -n 's/^[[:space:]]*libsluice\.so\.0 => \([^ ]*\).*/\1/p')
+  so=$(ldd "$1" | sed -n 's/^[[:space:]]*libsluice\.so\.1 => \([^ ]*\).*/\1/p')
   # /lib is /usr/lib on a merged-/usr system: compare the real files.
   [ -n "$so" ] &&
-    [ "$(readlink -f "$so")" = "$(readlink -f "$libdir/libsluice.so.0")" ] ||
-    fail "$1 does not load $libdir/libsluice.so.0: $(ldd "$1")"
+    [ "$(readlink -f "$so")" = "$(readlink -f "$libdir/libsluice.so.1")" ] ||
+    fail "$1 does not load $libdir/libsluice.so.1: $(ldd "$1")"
 }
 
 say "cmake: configuring and building (find_package(sluice 0.3 CONFIG))"

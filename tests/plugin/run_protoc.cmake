@@ -4,10 +4,12 @@
 #                given MATCH regex
 #   EXPECT=pass  protoc must succeed, the generated header match every
 #                regex in MATCH and the generated source every regex in
-#                SOURCE_MATCH, and neither of them any regex in NOMATCH
-#                (all ;-lists)
+#                SOURCE_MATCH, and neither of them any regex in NOMATCH,
+#                and protoc's messages (its stderr: the plugin's
+#                warnings) every regex in WARN_MATCH (all ;-lists)
 # Variables: PROTOC, PLUGIN, PROTO_DIR, PROTO (relative to PROTO_DIR),
-# IMPORT_DIRS (;-list), OUT, EXPECT, MATCH, SOURCE_MATCH, NOMATCH.
+# IMPORT_DIRS (;-list), OUT, EXPECT, MATCH, SOURCE_MATCH, NOMATCH,
+# WARN_MATCH.
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(flags)
@@ -51,6 +53,11 @@ else()
   foreach(re IN LISTS SOURCE_MATCH)
     if(NOT source_text MATCHES "${re}")
       message(FATAL_ERROR "${source} does not match '${re}'")
+    endif()
+  endforeach()
+  foreach(re IN LISTS WARN_MATCH)
+    if(NOT err MATCHES "${re}")
+      message(FATAL_ERROR "protoc's messages do not match '${re}'")
     endif()
   endforeach()
   foreach(re IN LISTS NOMATCH)

@@ -19,6 +19,7 @@
 #include "multi.sluice.h"
 #include "nested.sluice.h"
 #include "nopkg.sluice.h"
+#include "policies.sluice.h"
 #include "streaming.sluice.h"
 
 /* The contract of the brief, spelled out as types: a renamed function or a
@@ -67,6 +68,7 @@ static void check_no_defaults(const sluice_method_desc *m) {
   assert_true(m->default_timeout_ms == 0);
   assert_int_equal(m->max_request_size, 0);
   assert_int_equal(m->max_response_size, 0);
+  assert_null(m->config);
 }
 
 static void test_helloworld(void **state) {
@@ -521,6 +523,71 @@ static void test_option_defaults(void **state) {
   check_no_defaults(&m[2]);
 }
 
+/* Retry and hedging policies: a config per method that declares one, with
+ * the method's other options repeated in it; NULL for the others. */
+static void test_option_policies(void **state) {
+  (void)state;
+  const sluice_method_desc *m = policies__resilient__sluice_methods;
+  assert_int_equal(policies__resilient__sluice_service.n_methods, 6);
+
+  const sluice_method_config *c = m[0].config; /* Retried */
+  assert_non_null(c);
+  assert_true(c->timeout_ms == 250);
+  assert_true(m[0].default_timeout_ms == 250);
+  assert_int_equal(c->wait_for_ready, -1);
+  assert_int_equal(c->max_request_bytes, 1024);
+  assert_int_equal(c->max_response_bytes, 2048);
+  assert_int_equal(c->has_retry, 1);
+  assert_int_equal(c->has_hedging, 0);
+  assert_int_equal(c->retry.max_attempts, 4);
+  assert_int_equal(c->retry.initial_backoff_ms, 100);
+  assert_int_equal(c->retry.max_backoff_ms, 1000);
+  assert_true(c->retry.backoff_multiplier == 1.5);
+  assert_int_equal(c->retry.retryable_codes,
+                   SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE) |
+                       SLUICE_CODE_BIT(SLUICE_STATUS_RESOURCE_EXHAUSTED));
+
+  c = m[1].config; /* RetriedAlone: set field by field */
+  assert_non_null(c);
+  assert_true(c->timeout_ms == 0);
+  assert_int_equal(c->max_request_bytes, 0);
+  assert_int_equal(c->has_retry, 1);
+  assert_int_equal(c->retry.max_attempts, 2);
+  assert_int_equal(c->retry.initial_backoff_ms, 1);
+  assert_int_equal(c->retry.max_backoff_ms, 1);
+  assert_true(c->retry.backoff_multiplier == 2.0);
+  assert_int_equal(c->retry.retryable_codes,
+                   SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE));
+
+  c = m[2].config; /* Hedged */
+  assert_non_null(c);
+  assert_true(c->timeout_ms == UINT64_C(5000000000));
+  assert_int_equal(c->has_retry, 0);
+  assert_int_equal(c->has_hedging, 1);
+  assert_int_equal(c->hedging.max_attempts, 3);
+  assert_int_equal(c->hedging.hedging_delay_ms, 50);
+  assert_int_equal(c->hedging.non_fatal_codes,
+                   SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE) |
+                       SLUICE_CODE_BIT(SLUICE_STATUS_INTERNAL) |
+                       SLUICE_CODE_BIT(SLUICE_STATUS_ABORTED));
+
+  c = m[3].config; /* HedgedStream */
+  assert_int_equal(m[3].kind, SLUICE_CALL_SERVER_STREAMING);
+  assert_non_null(c);
+  assert_int_equal(c->has_hedging, 1);
+  assert_int_equal(c->hedging.max_attempts, 5);
+  assert_int_equal(c->hedging.hedging_delay_ms, 0);
+  assert_int_equal(c->hedging.non_fatal_codes, 0);
+
+  /* OnlyTimeout: no policy, no config; the timeout stays in the desc. */
+  assert_null(m[4].config);
+  assert_true(m[4].default_timeout_ms == 10);
+  check_no_defaults(&m[5]); /* Plain */
+
+  /* Different methods, different configs. */
+  assert_ptr_not_equal(m[0].config, m[1].config);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_helloworld),
@@ -535,6 +602,7 @@ int main(void) {
       cmocka_unit_test(test_streaming_only_service),
       cmocka_unit_test(test_streaming_null_arguments),
       cmocka_unit_test(test_option_defaults),
+      cmocka_unit_test(test_option_policies),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
