@@ -97,6 +97,18 @@ bench-testbed: deps
 	-cmake --build $(BUILD) -j $(JOBS) --target sluice-bench
 	examples/testbed/run.sh $(BUILD)
 
+# Circuit breakers and retries in a 3-tier chain with fan-out (issue 13,
+# docs/resilience-experiment.md): breaker placement, a retry storm and the
+# library's defaults at 0.8/1.0/1.2 x capacity and a load spike, two runs
+# each (about 10 minutes); writes docs/results/resilience-<date>.md and
+# plots. Settings through the environment (examples/testbed/resilience.sh).
+.PHONY: bench-resilience
+bench-resilience: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen \
+		sluice-bench
+	examples/testbed/resilience.sh $(BUILD)
+
 # sluice vs gRPC C++ side by side (bench/run_compare.sh, a few minutes):
 # installs the benchmark packages (gRPC C++, h2load, gnuplot) first.
 # Options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--duration 3".

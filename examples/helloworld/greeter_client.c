@@ -1,13 +1,35 @@
-/* greeter_client: one blocking helloworld.Greeter/SayHello call.
+/* greeter_client: one blocking helloworld.Greeter/SayHello call (or N).
  *
  *   greeter_client --target HOST:PORT --name X [--timeout-ms N]
  *                  [--metadata key=value ...] [--print-metadata]
  *                  [--use_tls [--tls_ca FILE] [--server_host_override NAME]
  *                   [--tls_cert FILE --tls_key FILE]]
+ *                  [--service-config FILE|JSON] [--breakers REQ,PEND,RETRIES]
+ *                  [--count N] [--stats]
  *
  * Prints the reply message alone on a line on stdout and exits 0. On failure
  * prints "<STATUS_NAME>: <message>" on stderr and exits 1; bad flags, and TLS
  * credentials that cannot be loaded, exit 2.
+ *
+ * --service-config sets the channel's gRPC service config (retryPolicy,
+ * hedgingPolicy, retryThrottling ...; sluice/resilience.h): the JSON itself
+ * when the argument starts with '{', else a file holding it. --breakers sets
+ * its circuit breakers (calls in flight, calls pending, retries in flight; 0
+ * leaves one off). A config or breakers the library refuses exit 2, with the
+ * field it named.
+ *
+ * --count N makes N calls one after the other on the same channel. Each
+ * reply still goes to stdout and each failure to stderr as above; then a
+ * summary line goes to stdout:
+ *   calls=N OK=.. UNAVAILABLE=.. ... (every code seen, in code order)
+ * followed by the channel's resilience counters (see below); the exit
+ * status is 0 when every call succeeded, else 1. --stats prints those
+ * counters also after a single call:
+ *   resilience: calls=.. attempts=.. retries=.. transparent=.. hedges=..
+ *               denials=.. (throttled .., budget .., pushback ..,
+ *               deadline .., max_retries ..) exhausted=..
+ *               breaker_refused=.. (max_requests .., max_pending ..)
+ * (one line; from sluice_channel_get_resilience_stats()).
  *
  * --use_tls calls over TLS, trusting the CA certificates of --tls_ca (the
  * system's roots without it) and checking the server's certificate against
@@ -30,6 +52,9 @@
 #include <sluice/sluice.h>
 
 #include "helloworld.sluice.h"
+#include "resil_flags.h"
+
+#define MAX_COUNT 100000000ULL
 
 static void usage(FILE *f, const char *prog) {
   fprintf(f,
@@ -38,6 +63,9 @@ static void usage(FILE *f, const char *prog) {
           "          [--use_tls [--tls_ca FILE] [--server_host_override "
           "NAME]\n"
           "           [--tls_cert FILE --tls_key FILE]]\n"
+          "          [--service-config FILE|JSON] [--breakers "
+          "REQ,PEND,RETRIES]\n"
+          "          [--count N] [--stats]\n"
           "  --target T        where to call (host:port, dns:, ipv4:, unix:)\n"
           "  --name X          the name to greet\n"
           "  --timeout-ms N    deadline of the call (default: none)\n"
@@ -52,7 +80,20 @@ static void usage(FILE *f, const char *prog) {
           "(and SNI)\n"
           "  --tls_cert FILE   client certificate chain, for mutual TLS "
           "(PEM)\n"
-          "  --tls_key FILE    its private key (PEM)\n",
+          "  --tls_key FILE    its private key (PEM)\n"
+          "  --service-config FILE|JSON\n"
+          "                    gRPC service config of the channel (inline "
+          "when it\n"
+          "                    starts with '{'): retries, hedging, throttling\n"
+          "  --breakers REQ,PEND,RETRIES\n"
+          "                    circuit breakers: calls in flight, pending, "
+          "retries\n"
+          "                    in flight (0 = off)\n"
+          "  --count N         N sequential calls, then a summary line of "
+          "status\n"
+          "                    counts and retry counters on stdout\n"
+          "  --stats           print the retry counters after a single "
+          "call too\n",
           prog);
 }
 
@@ -227,8 +268,11 @@ static int check_tls_flags(const tls_flags *t, const char *prog) {
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *target = NULL, *name = NULL;
-  unsigned long long timeout_ms = 0;
-  int want_metadata = 0, exit_code = 2;
+  unsigned long long timeout_ms = 0, count = 1;
+  int want_metadata = 0, want_stats = 0, exit_code = 2;
+  char *service_config = NULL;
+  uint32_t breakers[3];
+  int have_breakers = 0;
   tls_flags tls = {0};
   sluice_metadata *md = NULL;
   sluice_channel_opts *chopts = NULL;
@@ -255,6 +299,10 @@ int main(int argc, char **argv) {
       want_metadata = 1;
       continue;
     }
+    if (strcmp(flag, "--stats") == 0) {
+      want_stats = 1;
+      continue;
+    }
     int taken = take_tls_flag(&tls, prog, argc, argv, &i);
     if (taken < 0) {
       usage(stderr, prog);
@@ -263,7 +311,9 @@ int main(int argc, char **argv) {
     if (taken > 0)
       continue;
     if (strcmp(flag, "--target") != 0 && strcmp(flag, "--name") != 0 &&
-        strcmp(flag, "--timeout-ms") != 0 && strcmp(flag, "--metadata") != 0) {
+        strcmp(flag, "--timeout-ms") != 0 && strcmp(flag, "--metadata") != 0 &&
+        strcmp(flag, "--service-config") != 0 &&
+        strcmp(flag, "--breakers") != 0 && strcmp(flag, "--count") != 0) {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
       usage(stderr, prog);
       goto out;
@@ -285,6 +335,36 @@ int main(int argc, char **argv) {
       if (*val == '\0' || *val == '-' || *end != '\0' || errno != 0) {
         fprintf(stderr, "%s: --timeout-ms wants a number, got '%s'\n", prog,
                 val);
+        usage(stderr, prog);
+        goto out;
+      }
+    } else if (strcmp(flag, "--count") == 0) {
+      char *end;
+      errno = 0;
+      count = strtoull(val, &end, 10);
+      if (*val == '\0' || *val == '-' || *end != '\0' || errno != 0 ||
+          count == 0 || count > MAX_COUNT) {
+        fprintf(stderr, "%s: --count wants a number in 1..%llu, got '%s'\n",
+                prog, MAX_COUNT, val);
+        usage(stderr, prog);
+        goto out;
+      }
+    } else if (strcmp(flag, "--breakers") == 0) {
+      if (sx_parse_breakers(val, breakers) != 0) {
+        fprintf(stderr,
+                "%s: --breakers wants REQ[,PEND[,RETRIES]] (numbers), got "
+                "'%s'\n",
+                prog, val);
+        usage(stderr, prog);
+        goto out;
+      }
+      have_breakers = 1;
+    } else if (strcmp(flag, "--service-config") == 0) {
+      char why[300];
+      free(service_config);
+      service_config = sx_load_service_config(val, why, sizeof why);
+      if (service_config == NULL) {
+        fprintf(stderr, "%s: --service-config: %s\n", prog, why);
         usage(stderr, prog);
         goto out;
       }
@@ -326,6 +406,11 @@ int main(int argc, char **argv) {
       goto out;
     }
   }
+  if (sx_apply(chopts, prog, service_config, have_breakers ? breakers : NULL) !=
+      0) {
+    exit_code = 2;
+    goto out;
+  }
   err = sluice_channel_new(&ch, target, chopts);
   if (err != 0) {
     fprintf(stderr, "%s: cannot use target '%s': %s\n",
@@ -341,19 +426,52 @@ int main(int argc, char **argv) {
 
   Helloworld__HelloRequest req = HELLOWORLD__HELLO_REQUEST__INIT;
   req.name = (char *)name;
-  sluice_status_code code =
-      helloworld__greeter__say_hello__blocking(ch, &req, &resp, &opts, &status);
-
-  if (code == SLUICE_STATUS_OK && resp != NULL) {
-    printf("%s\n", resp->message != NULL ? resp->message : "");
-    exit_code = 0;
-  } else {
-    fprintf(stderr, "%s: %s\n", sluice_status_name(code),
-            status.message != NULL ? status.message : "");
+  /* Calls by status code; the last slot counts codes out of range. */
+  unsigned long long by_code[SLUICE_STATUS_UNAUTHENTICATED + 2] = {0};
+  unsigned long long failed = 0;
+  for (unsigned long long n = 0; n < count; n++) {
+    if (n > 0) {
+      sluice_status_clear(&status);
+      sluice_status_init(&status);
+      if (resp != NULL)
+        protobuf_c_message_free_unpacked(&resp->base, NULL);
+      resp = NULL;
+    }
+    sluice_status_code code = helloworld__greeter__say_hello__blocking(
+        ch, &req, &resp, &opts, &status);
+    if (code == SLUICE_STATUS_OK && resp != NULL) {
+      printf("%s\n", resp->message != NULL ? resp->message : "");
+    } else {
+      failed++;
+      if (code == SLUICE_STATUS_OK)
+        code = SLUICE_STATUS_INTERNAL; /* OK without a reply */
+      fprintf(stderr, "%s: %s\n", sluice_status_name(code),
+              status.message != NULL ? status.message : "");
+    }
+    by_code[(unsigned)code <= SLUICE_STATUS_UNAUTHENTICATED
+                ? (unsigned)code
+                : SLUICE_STATUS_UNAUTHENTICATED + 1]++;
+    if (want_metadata) {
+      print_metadata("initial", status.initial_md);
+      print_metadata("trailing", status.trailing_md);
+    }
   }
-  if (want_metadata) {
-    print_metadata("initial", status.initial_md);
-    print_metadata("trailing", status.trailing_md);
+  exit_code = failed == 0 ? 0 : 1;
+  if (count > 1) {
+    printf("calls=%llu", count);
+    for (unsigned c = 0; c <= SLUICE_STATUS_UNAUTHENTICATED + 1; c++)
+      if (by_code[c] != 0 || c == SLUICE_STATUS_OK)
+        printf(" %s=%llu",
+               c <= SLUICE_STATUS_UNAUTHENTICATED
+                   ? sluice_status_name((sluice_status_code)c)
+                   : "OTHER",
+               by_code[c]);
+    printf("\n");
+  }
+  if (count > 1 || want_stats) {
+    sx_res r = {0};
+    sx_res_add_channel(&r, ch);
+    sx_res_print(stdout, "resilience: ", &r);
   }
   if (fflush(stdout) != 0)
     exit_code = 1;
@@ -365,5 +483,6 @@ out:
   sluice_channel_del(ch);
   sluice_channel_opts_del(chopts);
   sluice_metadata_del(md);
+  free(service_config);
   return exit_code;
 }

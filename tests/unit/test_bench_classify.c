@@ -70,6 +70,16 @@ static void classify_messages(void **state) {
       {SLUICE_STATUS_UNAVAILABLE, "connection refused", SB_KIND_OTHER},
       {SLUICE_STATUS_CANCELLED, "channel destroyed", SB_KIND_OTHER},
       {SLUICE_STATUS_INTERNAL, "dropped locally", SB_KIND_OTHER},
+      /* A circuit breaker's refusal (sluice/resilience.h), also passed
+       * through a chain; the words with another code are something else. */
+      {RE, "circuit breaker max_requests (20) is open: 20 calls in flight",
+       SB_KIND_BREAKER},
+      {RE,
+       "circuit breaker max_pending (4) is open; passed on by t1; passed on "
+       "by t2",
+       SB_KIND_BREAKER},
+      {SLUICE_STATUS_UNAVAILABLE, "circuit breaker max_requests (1) is open",
+       SB_KIND_OTHER},
       {99, "dropped locally", SB_KIND_OTHER},
       {-1, NULL, SB_KIND_OTHER},
   };
@@ -86,6 +96,7 @@ static void classify_messages(void **state) {
                       "deadline_refusal");
   assert_string_equal(sb_kind_name(SB_KIND_TIMEOUT), "timeout");
   assert_string_equal(sb_kind_name(SB_KIND_OTHER), "other");
+  assert_string_equal(sb_kind_name(SB_KIND_BREAKER), "breaker");
 }
 
 static void kind_latency_and_merge(void **state) {

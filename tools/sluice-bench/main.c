@@ -53,6 +53,8 @@
 #include "sb_sched.h"
 #include "sb_stats.h"
 
+#include "resil_flags.h" /* examples/common: --service-config, --breakers */
+
 #define DEFAULT_METHOD "/bench.Echo/Unary"
 #define DEFAULT_BIDI_METHOD "/bench.Echo/Bidi"
 
@@ -84,6 +86,11 @@ typedef struct config {
   double start_rate;
   double step_s;
   int max_steps;
+  /* resilience (sluice/resilience.h) */
+  char *service_config; /* JSON (malloc'd), NULL: none */
+  uint32_t breakers[3];
+  int have_breakers;
+  int cdf; /* --json: the latency CDFs too */
 } config;
 
 static void usage(FILE *f, const char *prog) {
@@ -136,6 +143,15 @@ static void usage(FILE *f, const char *prog) {
       "                         library's, btc)\n"
       "  --seed N               RNG seed of Poisson arrivals (default 1)\n"
       "\n"
+      "Resilience (every channel; see sluice/resilience.h):\n"
+      "  --service-config FILE|JSON  gRPC service config (retryPolicy,\n"
+      "                         hedgingPolicy, retryThrottling, ...): inline "
+      "when\n"
+      "                         the argument starts with '{', else a file\n"
+      "  --breakers REQ,PEND,RETRIES  circuit breakers per channel: calls in\n"
+      "                         flight, calls pending, retries in flight (0 = "
+      "off)\n"
+      "\n"
       "Adaptive search (open loop, like Nighthawk's adaptive load "
       "controller):\n"
       "  --adaptive             find the highest rate that holds the SLO\n"
@@ -149,6 +165,9 @@ static void usage(FILE *f, const char *prog) {
       "\n"
       "Output:\n"
       "  --json                 machine-readable summary on stdout\n"
+      "  --cdf                  with --json: latency CDFs (\"cdf\": ok "
+      "calls and all\n"
+      "                         calls, [us, fraction] points)\n"
       "  --quiet                no progress on stderr\n"
       "  --help\n",
       prog);
@@ -255,6 +274,10 @@ static int parse_args(int argc, char **argv, config *c) {
       c->adaptive = 1;
       continue;
     }
+    if (strcmp(a, "--cdf") == 0) {
+      c->cdf = 1;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "%s: %s needs a value (or is unknown)\n", prog, a);
       return -1;
@@ -310,7 +333,17 @@ static int parse_args(int argc, char **argv, config *c) {
       bad = parse_double(v, &c->step_s) || c->step_s <= 0;
     else if (strcmp(a, "--max-steps") == 0)
       bad = parse_u64(v, 1000, &u) || u == 0, c->max_steps = (int)u;
-    else {
+    else if (strcmp(a, "--breakers") == 0)
+      bad = sx_parse_breakers(v, c->breakers) != 0, c->have_breakers = 1;
+    else if (strcmp(a, "--service-config") == 0) {
+      char err[300];
+      free(c->service_config);
+      c->service_config = sx_load_service_config(v, err, sizeof err);
+      if (c->service_config == NULL) {
+        fprintf(stderr, "%s: --service-config: %s\n", prog, err);
+        return -1;
+      }
+    } else {
       fprintf(stderr, "%s: unknown option %s\n", prog, a);
       return -1;
     }
@@ -803,7 +836,17 @@ typedef struct result {
   uint64_t issued, late, blocked, unsent, unfinished, start_failed;
   uint64_t dropped_locally; /* by the channels' strategy, never sent */
   uint64_t resp_bytes;      /* serialized responses of successful calls */
+  sx_res res;               /* retries, hedges, breakers of the phase */
 } result;
+
+/* The channels' resilience counters, summed (cumulative). */
+static sx_res resilience_sum(bench *b) {
+  sx_res r;
+  memset(&r, 0, sizeof r);
+  for (unsigned i = 0; i < b->n_chans; i++)
+    sx_res_add_channel(&r, b->chans[i].ch);
+  return r;
+}
 
 /* Calls the channels' strategy dropped without sending them, so far. */
 static uint64_t local_drops(bench *b) {
@@ -868,6 +911,7 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
   atomic_fetch_add(&b->phase, 1);
   atomic_store(&b->start_failed, 0);
   uint64_t drops_before = local_drops(b);
+  sx_res res_before = resilience_sum(b);
   /* Open loop: the first intended send time is 2 ms ahead, so that every
    * loop has its command before its first call is due. */
   uint64_t start = sluice_now_ns() + (rate > 0 ? 2000000u : 0);
@@ -926,6 +970,8 @@ static void run_phase(bench *b, double rate, double warmup_s, double dur_s,
   }
   r->start_failed = atomic_load(&b->start_failed);
   r->dropped_locally = local_drops(b) - drops_before;
+  r->res = resilience_sum(b);
+  sx_res_sub(&r->res, &res_before);
   if (left == 0)
     free(b->slots);
   /* else: slots are still referenced by calls in flight; the channels'
@@ -956,6 +1002,9 @@ static void *worker_main(void *arg) {
     rc = sluice_channel_opts_set_loop(co, &w->loop);
   if (rc == 0 && b->cfg->lb)
     rc = sluice_channel_opts_set_lb(co, b->cfg->lb);
+  if (rc == 0)
+    rc = sx_apply(co, "sluice-bench", b->cfg->service_config,
+                  b->cfg->have_breakers ? b->cfg->breakers : NULL);
   w->own = calloc(b->n_chans / w->n_workers + 1, sizeof *w->own);
   if (rc == 0 && !w->own)
     rc = SLUICE_ERR_NOMEM;
@@ -1150,9 +1199,33 @@ static void print_human(FILE *f, const config *cfg, const result *r) {
             "  unfinished at the end: %" PRIu64 ", failed to start: %" PRIu64
             "\n",
             r->unfinished, r->start_failed);
+  /* Counted by the channels from the phase's start to its end (warm-up
+   * included): attempts are all the calls' tries, the first ones too. */
+  sx_res_print(f, "  resilience:  ", &r->res);
 }
 
-static void print_json_result(FILE *f, const result *r) {
+/* The CDF of h as [us, fraction] points: at 1 %, 2 % ... 99 %, then the
+ * tail in finer steps, and the max. */
+static void print_json_cdf(FILE *f, const sluice__histogram *h) {
+  static const double tail[] = {99.5, 99.9, 99.95, 99.99};
+  fprintf(f, "[");
+  if (h->total == 0) {
+    fprintf(f, "]");
+    return;
+  }
+  int first = 1;
+  for (int p = 1; p <= 99; p++) {
+    fprintf(f, "%s[%.1f, %.4f]", first ? "" : ", ",
+            us(sluice__histogram_percentile(h, (double)p)), p / 100.0);
+    first = 0;
+  }
+  for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+    fprintf(f, ", [%.1f, %.4f]", us(sluice__histogram_percentile(h, tail[i])),
+            tail[i] / 100.0);
+  fprintf(f, ", [%.1f, 1.0]]", us(h->max));
+}
+
+static void print_json_result(FILE *f, const result *r, int cdf) {
   const sb_stats *s = &r->stats;
   const sluice__histogram *h = &s->hist;
   fprintf(f,
@@ -1198,7 +1271,22 @@ static void print_json_result(FILE *f, const result *r) {
             us(sluice__histogram_percentile(kh, 50)),
             us(sluice__histogram_percentile(kh, 99)), us(kh->max));
   }
-  fprintf(f, "}}");
+  fprintf(f, "}, \"resilience\": ");
+  sx_res_json(f, &r->res);
+  if (cdf) {
+    /* Every call: the successful ones and every kind of failure. */
+    sluice__histogram all;
+    sluice__histogram_init(&all);
+    sluice__histogram_merge(&all, h);
+    for (int k = 0; k < SB_N_KINDS; k++)
+      sluice__histogram_merge(&all, &s->kind_hist[k]);
+    fprintf(f, ", \"cdf\": {\"ok\": ");
+    print_json_cdf(f, h);
+    fprintf(f, ", \"all\": ");
+    print_json_cdf(f, &all);
+    fprintf(f, "}");
+  }
+  fprintf(f, "}");
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -1296,6 +1384,17 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (cfg.service_config || cfg.have_breakers) {
+    /* Refused here (exit 2, with the field) rather than in every loop. */
+    sluice_channel_opts *co;
+    if (sluice_channel_opts_new(&co) != 0)
+      return 1;
+    int bad = sx_apply(co, "sluice-bench", cfg.service_config,
+                       cfg.have_breakers ? cfg.breakers : NULL) != 0;
+    sluice_channel_opts_del(co);
+    if (bad)
+      return 2;
+  }
   b.n_chans = cfg.connections;
   b.chans = calloc(b.n_chans, sizeof *b.chans);
   unsigned n_workers =
@@ -1357,7 +1456,7 @@ int main(int argc, char **argv) {
     if (cfg.json) {
       print_json_head(stdout, &cfg);
       fprintf(stdout, ", \"result\": ");
-      print_json_result(stdout, &r);
+      print_json_result(stdout, &r, cfg.cdf);
       fprintf(stdout, "}\n");
     } else {
       printf("sluice-bench %s %s\n", cfg.target, cfg.method);
@@ -1402,7 +1501,7 @@ int main(int argc, char **argv) {
           fprintf(stdout, ", ");
         fprintf(stdout, "{\"holds\": %s, \"result\": ",
                 step_holds(&cfg, &steps[i]) ? "true" : "false");
-        print_json_result(stdout, &steps[i]);
+        print_json_result(stdout, &steps[i], cfg.cdf);
         fprintf(stdout, "}");
       }
       fprintf(stdout, "]}\n");
@@ -1439,5 +1538,6 @@ int main(int argc, char **argv) {
   free(workers);
   free(b.chans);
   protobuf_c_message_free_unpacked(req, NULL);
+  free(cfg.service_config);
   return exit_code;
 }

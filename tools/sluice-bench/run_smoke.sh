@@ -76,7 +76,7 @@ if r["unsent"] or r["unfinished"]:
 if r["sent"] != 200:
     problems.append("sent %d, expected exactly 200 scheduled calls" % r["sent"])
 kinds = r.get("kinds", {})
-if sorted(kinds) != ["deadline_refusal", "early_drop", "other", "timeout"]:
+if sorted(kinds) != ["breaker", "deadline_refusal", "early_drop", "other", "timeout"]:
     problems.append("kinds: %s" % sorted(kinds))
 for name, k in kinds.items():
     if sorted(k) != ["max_us", "n", "p50_us", "p99_us"] or k["n"] != 0 \

@@ -37,6 +37,9 @@ sb_kind sb_classify(int code, const char *message) {
   int local = message && strstr(message, "dropped locally") != NULL;
   if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED && local)
     return SB_KIND_EARLY_DROP;
+  if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED && message &&
+      strstr(message, "circuit breaker") != NULL)
+    return SB_KIND_BREAKER;
   if (code == SLUICE_STATUS_DEADLINE_EXCEEDED)
     return local ? SB_KIND_DEADLINE_REFUSAL : SB_KIND_TIMEOUT;
   return SB_KIND_OTHER;
@@ -44,7 +47,7 @@ sb_kind sb_classify(int code, const char *message) {
 
 const char *sb_kind_name(sb_kind k) {
   static const char *const names[SB_N_KINDS] = {
-      "early_drop", "deadline_refusal", "timeout", "other"};
+      "early_drop", "deadline_refusal", "timeout", "other", "breaker"};
   return (unsigned)k < SB_N_KINDS ? names[k] : "other";
 }
 

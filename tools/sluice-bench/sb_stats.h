@@ -29,18 +29,22 @@ double sb_welford_stddev(const sb_welford *w);
  * The sluice channel fails a call it drops without sending it with a
  * message containing "dropped locally" (RESOURCE_EXHAUSTED: every
  * destination at its limit; DEADLINE_EXCEEDED: it could not be answered in
- * time), and a chain of sluice servers passes that message through. */
+ * time), one its circuit breaker refuses with RESOURCE_EXHAUSTED "circuit
+ * breaker ... is open" (sluice/resilience.h), and a chain of sluice servers
+ * passes those messages through. */
 typedef enum sb_kind {
   SB_KIND_EARLY_DROP = 0,       /* RESOURCE_EXHAUSTED, "dropped locally" */
   SB_KIND_DEADLINE_REFUSAL = 1, /* DEADLINE_EXCEEDED, "dropped locally" */
   SB_KIND_TIMEOUT = 2,          /* any other DEADLINE_EXCEEDED */
   SB_KIND_OTHER = 3,            /* everything else */
-  SB_N_KINDS = 4
+  SB_KIND_BREAKER = 4,          /* RESOURCE_EXHAUSTED, "circuit breaker" */
+  SB_N_KINDS = 5
 } sb_kind;
 
 /* The kind of a failed call (code != OK; message may be NULL). */
 sb_kind sb_classify(int code, const char *message);
-/* "early_drop", "deadline_refusal", "timeout", "other" (the JSON keys). */
+/* "early_drop", "deadline_refusal", "timeout", "other", "breaker" (the
+ * JSON keys). */
 const char *sb_kind_name(sb_kind k);
 
 typedef struct sb_stats {
