@@ -106,13 +106,13 @@ static void retry_config(char *out, size_t cap, unsigned max_attempts,
                          const char *initial, const char *max_backoff,
                          double mult, const char *codes,
                          const char *throttling) {
-  int n = snprintf(out, cap,
-                   "{\"methodConfig\":[{%s,\"retryPolicy\":{"
-                   "\"maxAttempts\":%u,\"initialBackoff\":\"%s\","
-                   "\"maxBackoff\":\"%s\",\"backoffMultiplier\":%g,"
-                   "\"retryableStatusCodes\":[%s]}}]",
-                   METHODS_NAME, max_attempts, initial, max_backoff, mult,
-                   codes);
+  int n =
+      snprintf(out, cap,
+               "{\"methodConfig\":[{%s,\"retryPolicy\":{"
+               "\"maxAttempts\":%u,\"initialBackoff\":\"%s\","
+               "\"maxBackoff\":\"%s\",\"backoffMultiplier\":%g,"
+               "\"retryableStatusCodes\":[%s]}}]",
+               METHODS_NAME, max_attempts, initial, max_backoff, mult, codes);
   if (throttling && n > 0 && (size_t)n < cap)
     n += snprintf(out + n, cap - (size_t)n, ",\"retryThrottling\":{%s}",
                   throttling);
@@ -135,8 +135,7 @@ static sluice_channel *channel(const char *json, double budget_pct,
     fprintf(stderr, "retry_client: service config refused: %s: %s\n%s\n",
             sluice_strerror(rc), sluice_channel_opts_last_error(o), json);
   if (rc == 0 && budget_pct >= 0 &&
-      (rc = sluice_channel_opts_set_retry_budget(o, budget_pct, min_conc)) !=
-          0)
+      (rc = sluice_channel_opts_set_retry_budget(o, budget_pct, min_conc)) != 0)
     fprintf(stderr, "retry_client: retry budget refused: %s: %s\n",
             sluice_strerror(rc), sluice_channel_opts_last_error(o));
   if (rc == 0 && (rc = sluice_channel_new(&ch, target, o)) != 0)
@@ -195,13 +194,12 @@ static const char *describe(const seen *s, char *out, size_t cap) {
   size_t n = 0;
   n += (size_t)snprintf(out + n, cap - n, "prev [");
   for (size_t i = 0; i < s->n && n < cap; i++)
-    n += (size_t)snprintf(out + n, cap - n, "%s'%s'", i ? ", " : "",
-                          s->prev[i]);
+    n +=
+        (size_t)snprintf(out + n, cap - n, "%s'%s'", i ? ", " : "", s->prev[i]);
   if (n < cap)
     n += (size_t)snprintf(out + n, cap - n, "] gaps [");
   for (size_t i = 0; i + 1 < s->n && n < cap; i++)
-    n += (size_t)snprintf(out + n, cap - n, "%s%.0f", i ? ", " : "",
-                          gap(s, i));
+    n += (size_t)snprintf(out + n, cap - n, "%s%.0f", i ? ", " : "", gap(s, i));
   if (n < cap)
     n += (size_t)snprintf(out + n, cap - n, "] timeouts [");
   for (size_t i = 0; i < s->n && n < cap; i++)
@@ -245,8 +243,8 @@ static void fill_outcome(outcome *out, const sluice_status *st, double t0) {
   out->code = st->code;
   snprintf(out->message, sizeof out->message, "%s",
            st->message ? st->message : "");
-  const char *pb = sluice_metadata_find(st->trailing_md,
-                                        "grpc-retry-pushback-ms", NULL);
+  const char *pb =
+      sluice_metadata_find(st->trailing_md, "grpc-retry-pushback-ms", NULL);
   snprintf(out->pushback, sizeof out->pushback, "%s", pb ? pb : "");
 }
 
@@ -316,8 +314,8 @@ static void stream(sluice_channel *ch, const Retrytest__Behavior *b,
   sluice_call_opts opts;
   sluice_call_opts_init(&opts);
   opts.timeout_ms = CALL_TIMEOUT_MS;
-  Retrytest__RetryTest__Stream_Handlers h = {
-      .on_message = st_on_message, .on_done = st_on_done};
+  Retrytest__RetryTest__Stream_Handlers h = {.on_message = st_on_message,
+                                             .on_done = st_on_done};
   sluice_call *call = NULL;
   int rc = retrytest__retry_test__stream__start(ch, b, &opts, &h, &w, &call);
   if (rc != 0) {
@@ -388,8 +386,7 @@ static void sc_fail2(void) {
         o.code == SLUICE_STATUS_OK && prevs_are(&s, 3, want3), "%s %s; %s",
         sluice_status_name(o.code), o.message, describe(&s, d, sizeof d));
   check("fail2: backoff gaps >= 80 ms, >= 160 ms",
-        s.n == 3 && gap(&s, 0) >= 80 - SLACK_MS &&
-            gap(&s, 1) >= 160 - SLACK_MS,
+        s.n == 3 && gap(&s, 0) >= 80 - SLACK_MS && gap(&s, 1) >= 160 - SLACK_MS,
         "%s", describe(&s, d, sizeof d));
   sluice_resilience_stats rs;
   if (stats(ch, &rs) == 0) {
@@ -402,8 +399,8 @@ static void sc_fail2(void) {
           rs.total.calls, rs.total.attempts, rs.total.retries,
           rs.total.calls_by_attempts[2]);
     check("fail2: retry_delay_ms_sum >= 240 ms (80 + 160)",
-          rs.total.retry_delay_ms_sum + SLACK_MS >= 240,
-          "%" PRIu64, rs.total.retry_delay_ms_sum);
+          rs.total.retry_delay_ms_sum + SLACK_MS >= 240, "%" PRIu64,
+          rs.total.retry_delay_ms_sum);
     int found = 0;
     for (size_t i = 0; i < rs.n_methods; i++)
       if (strcmp(rs.methods[i].path, "/retrytest.RetryTest/Unary") == 0)
@@ -511,8 +508,8 @@ static void sc_exhausted(void) {
   if (stats(ch, &rs) == 0) {
     check("exhausted: stats retries_exhausted 1, retries 4",
           rs.total.retries_exhausted == 1 && rs.total.retries == 4,
-          "exhausted %" PRIu64 " retries %" PRIu64,
-          rs.total.retries_exhausted, rs.total.retries);
+          "exhausted %" PRIu64 " retries %" PRIu64, rs.total.retries_exhausted,
+          rs.total.retries);
     sluice_resilience_stats_clear(&rs);
   }
   sluice_channel_del(ch);
@@ -535,8 +532,7 @@ static void sc_pushback(void) {
   seen s;
   observe(k, &s);
   check("pushback 300: OK, the 2nd attempt >= 300 ms after the 1st",
-        o.code == SLUICE_STATUS_OK && s.n == 2 &&
-            gap(&s, 0) >= 300 - SLACK_MS,
+        o.code == SLUICE_STATUS_OK && s.n == 2 && gap(&s, 0) >= 300 - SLACK_MS,
         "%s; %s", sluice_status_name(o.code), describe(&s, d, sizeof d));
 
   /* Pushback on the first two failures, none on the third: each wait is
@@ -549,9 +545,8 @@ static void sc_pushback(void) {
   unary(ch, &b, NULL, &o);
   observe(k, &s);
   check("pushback 50, 50, then none: gaps >= 50, >= 50, >= 80 ms",
-        o.code == SLUICE_STATUS_OK && s.n == 4 &&
-            gap(&s, 0) >= 50 - SLACK_MS && gap(&s, 1) >= 50 - SLACK_MS &&
-            gap(&s, 2) >= 80 - SLACK_MS,
+        o.code == SLUICE_STATUS_OK && s.n == 4 && gap(&s, 0) >= 50 - SLACK_MS &&
+            gap(&s, 1) >= 50 - SLACK_MS && gap(&s, 2) >= 80 - SLACK_MS,
         "%s; %s", sluice_status_name(o.code), describe(&s, d, sizeof d));
   sluice_channel_del(ch);
 
@@ -579,9 +574,8 @@ static void sc_pushback(void) {
   unary(ch, &b, NULL, &o);
   observe(k, &s);
   check("pushback 'abc' (grpcio sends a negative value): not retried",
-        o.code == SLUICE_STATUS_UNAVAILABLE && s.n == 1,
-        "%s pushback '%s'; %s", sluice_status_name(o.code), o.pushback,
-        describe(&s, d, sizeof d));
+        o.code == SLUICE_STATUS_UNAVAILABLE && s.n == 1, "%s pushback '%s'; %s",
+        sluice_status_name(o.code), o.pushback, describe(&s, d, sizeof d));
   sluice_channel_del(ch);
 }
 
@@ -656,8 +650,8 @@ static void sc_deadline(void) {
     if (s.timeout[i] < 0 || s.timeout[i] > 500 ||
         (i && s.timeout[i] >= s.timeout[i - 1]))
       dec = 0;
-  check("deadline: every attempt's grpc-timeout <= 500 ms and decreasing",
-        dec, "%s", describe(&s, d, sizeof d));
+  check("deadline: every attempt's grpc-timeout <= 500 ms and decreasing", dec,
+        "%s", describe(&s, d, sizeof d));
   int inside = s.n >= 1;
   for (size_t i = 1; i < s.n; i++)
     if (s.arrival[i] - s.arrival[0] >= 500)
@@ -759,8 +753,7 @@ static void sc_budget(void) {
   char json[1024], k[BUDGET_CALLS][128], d[512];
   retry_config(json, sizeof json, 5, "0.3s", "1s", 2, DEFAULT_CODES, NULL);
   sluice_channel *ch = channel(json, 20.0, 3);
-  if (!check("budget: channel with a retry budget 20 %, 3", ch != NULL,
-             NULL))
+  if (!check("budget: channel with a retry budget 20 %, 3", ch != NULL, NULL))
     return;
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t cv;
@@ -894,10 +887,10 @@ int main(int argc, char **argv) {
     const char *name;
     void (*fn)(void);
   } scenarios[] = {
-      {"validation", sc_validation}, {"fail2", sc_fail2},
+      {"validation", sc_validation},   {"fail2", sc_fail2},
       {"call_policy", sc_call_policy}, {"exhausted", sc_exhausted},
-      {"pushback", sc_pushback}, {"commit", sc_commit},
-      {"deadline", sc_deadline}, {"throttling", sc_throttling},
+      {"pushback", sc_pushback},       {"commit", sc_commit},
+      {"deadline", sc_deadline},       {"throttling", sc_throttling},
       {"budget", sc_budget},
   };
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)

@@ -185,7 +185,9 @@ typedef struct job {
   int streaming;
 } job;
 
-static int failing(const job *j) { return j->n == 0 || j->n <= j->b->fail_first; }
+static int failing(const job *j) {
+  return j->n == 0 || j->n <= j->b->fail_first;
+}
 
 static void fail(const job *j) {
   const Retrytest__Behavior *b = j->b;
