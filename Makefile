@@ -92,6 +92,7 @@ test-deb: deb
 # The paper's 5-layer chain on this machine, every strategy at three loads
 # (a few minutes); writes docs/results/testbed-<date>.md and plots.
 bench-testbed: deps
+	@scripts/apt-install.sh bench-testbed gnuplot-nox
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen
 	-cmake --build $(BUILD) -j $(JOBS) --target sluice-bench
@@ -104,6 +105,7 @@ bench-testbed: deps
 # plots. Settings through the environment (examples/testbed/resilience.sh).
 .PHONY: bench-resilience
 bench-resilience: deps
+	@scripts/apt-install.sh bench-resilience gnuplot-nox
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target testbed_layer testbed_gen \
 		sluice-bench
