@@ -134,9 +134,18 @@ static rt_server *rt_start(unsigned delay_ms) {
 
 /* Waits for the delayed replies. */
 static void rt_join(rt_server *s) {
-  for (int i = 0; i < s->n_delayed; i++)
-    pthread_join(s->delayed[i], NULL);
+  for (int i = 0;; i++) {
+    pthread_mutex_lock(&s->mu);
+    int more = i < s->n_delayed;
+    pthread_t t = more ? s->delayed[i] : (pthread_t)0;
+    pthread_mutex_unlock(&s->mu);
+    if (!more)
+      break;
+    pthread_join(t, NULL);
+  }
+  pthread_mutex_lock(&s->mu);
   s->n_delayed = 0;
+  pthread_mutex_unlock(&s->mu);
 }
 
 static void rt_free(rt_server *s) {
@@ -174,6 +183,14 @@ static sluice_status_code call_once(sluice_channel *ch, E2e__EchoMsg *req,
   assert_int_equal(e2e__echo__echo__async(ch, req, opts, e2e_wait_cb, w), 0);
   assert_int_equal(e2e_wait_for(w, before + 1, E2E_HANG_MS), before + 1);
   return w->code;
+}
+
+/* w's completions so far (another thread counts them). */
+static int fired_now(e2e_wait *w) {
+  pthread_mutex_lock(&w->mu);
+  int n = w->fired;
+  pthread_mutex_unlock(&w->mu);
+  return n;
 }
 
 static sluice_resilience_stats stats_of(sluice_channel *ch) {
@@ -408,7 +425,7 @@ static void test_budget(void **state) {
   for (int i = 0; i < N; i++)
     assert_int_equal(e2e__echo__echo__async(ch, &req, &o, e2e_wait_cb, &w), 0);
   uint64_t max_seen = 0;
-  for (int i = 0; i < 200 && w.fired < N; i++) {
+  for (int i = 0; i < 200 && fired_now(&w) < N; i++) {
     sluice_resilience_stats r = stats_of(ch);
     if (r.retries_in_flight > max_seen)
       max_seen = r.retries_in_flight;
