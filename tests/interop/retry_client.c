@@ -3,10 +3,15 @@
  * using the resilience API of sluice/resilience.h and sluice/channel.h:
  * sluice_channel_opts_set_service_config() with a retryPolicy and
  * retryThrottling, sluice_call_opts.retry_policy / no_retry,
- * sluice_channel_opts_set_retry_budget() and
- * sluice_channel_get_resilience_stats().
+ * sluice_channel_opts_set_retry_budget(), sluice_call_opts.hedging_policy
+ * and sluice_channel_get_resilience_stats().
  *
- *   retry_client --target HOST:PORT [--only NAME]
+ *   retry_client --target HOST:PORT [--hedge-targets ipv4:FAST,SLOW]
+ *                [--only NAME]
+ *
+ * --hedge-targets names two grpcio servers, FAST (answers at once) and
+ * SLOW (py_retry_server.py --delay-ms 2000), as "ipv4:127.0.0.1:P1,
+ * 127.0.0.1:P2" (fast first); the hedging scenario runs only with it.
  *
  * Runs the scenarios below one after another, each on channels of its own
  * (so that counters and throttle tokens start fresh), asks the server what
@@ -40,6 +45,7 @@
 #define WAIT_MS 30000u
 
 static const char *target;
+static const char *hedge_targets;
 static const char *only;
 static unsigned n_pass, n_fail;
 static char key_prefix[64];
@@ -122,26 +128,39 @@ static void retry_config(char *out, size_t cap, unsigned max_attempts,
 
 #define DEFAULT_CODES "\"UNAVAILABLE\""
 
-/* A channel to target with service config json (NULL: none); budget_pct
- * >= 0 also sets the retry budget. NULL after printing why. */
-static sluice_channel *channel(const char *json, double budget_pct,
-                               uint32_t min_conc) {
+/* A channel to tgt with strategy lb (NULL: the default) and service
+ * config json (NULL: none); budget_pct >= 0 also sets the retry budget.
+ * NULL after printing why. */
+static sluice_channel *channel_at(const char *tgt, const char *lb,
+                                  const char *json, double budget_pct,
+                                  uint32_t min_conc) {
   sluice_channel_opts *o;
   sluice_channel *ch = NULL;
   if (sluice_channel_opts_new(&o) != 0)
     return NULL;
   int rc = 0;
-  if (json && (rc = sluice_channel_opts_set_service_config(o, json)) != 0)
+  if (lb && (rc = sluice_channel_opts_set_lb(o, lb)) != 0)
+    fprintf(stderr, "retry_client: lb %s refused: %s\n", lb,
+            sluice_strerror(rc));
+  if (rc == 0 && json &&
+      (rc = sluice_channel_opts_set_service_config(o, json)) != 0)
     fprintf(stderr, "retry_client: service config refused: %s: %s\n%s\n",
             sluice_strerror(rc), sluice_channel_opts_last_error(o), json);
   if (rc == 0 && budget_pct >= 0 &&
       (rc = sluice_channel_opts_set_retry_budget(o, budget_pct, min_conc)) != 0)
     fprintf(stderr, "retry_client: retry budget refused: %s: %s\n",
             sluice_strerror(rc), sluice_channel_opts_last_error(o));
-  if (rc == 0 && (rc = sluice_channel_new(&ch, target, o)) != 0)
-    fprintf(stderr, "retry_client: channel: %s\n", sluice_strerror(rc));
+  if (rc == 0 && (rc = sluice_channel_new(&ch, tgt, o)) != 0)
+    fprintf(stderr, "retry_client: channel to %s: %s\n", tgt,
+            sluice_strerror(rc));
   sluice_channel_opts_del(o);
   return rc == 0 ? ch : NULL;
+}
+
+/* A channel to --target (see channel_at). */
+static sluice_channel *channel(const char *json, double budget_pct,
+                               uint32_t min_conc) {
+  return channel_at(target, NULL, json, budget_pct, min_conc);
 }
 
 static sluice_channel *observer; /* plain: no retries, no throttle */
@@ -153,10 +172,14 @@ typedef struct seen {
   char prev[16][24];
   double arrival[16];
   int64_t timeout[16];
+  int cancelled[16]; /* the client cancelled it (py_retry_server.py) */
+  int done[16];      /* over on the server: cancelled[] is final */
+  unsigned n_cancelled;
   int ok; /* Observe worked */
 } seen;
 
-static void observe(const char *k, seen *s) {
+/* What the server behind obs saw for key k. */
+static void observe_on(sluice_channel *obs, const char *k, seen *s) {
   memset(s, 0, sizeof *s);
   Retrytest__ObserveRequest req = RETRYTEST__OBSERVE_REQUEST__INIT;
   req.key = (char *)k;
@@ -167,15 +190,18 @@ static void observe(const char *k, seen *s) {
   opts.no_retry = 1;
   sluice_status st;
   sluice_status_init(&st);
-  if (retrytest__retry_test__observe__blocking(observer, &req, &r, &opts,
-                                               &st) == SLUICE_STATUS_OK) {
+  if (retrytest__retry_test__observe__blocking(obs, &req, &r, &opts, &st) ==
+      SLUICE_STATUS_OK) {
     s->ok = 1;
     for (size_t i = 0; i < r->n_attempts && i < 16; i++) {
       snprintf(s->prev[i], sizeof s->prev[i], "%s",
                r->attempts[i]->previous_attempts);
       s->arrival[i] = r->attempts[i]->arrival_ms;
       s->timeout[i] = r->attempts[i]->timeout_ms;
+      s->cancelled[i] = r->attempts[i]->cancelled;
+      s->done[i] = r->attempts[i]->done;
     }
+    s->n_cancelled = r->cancelled;
     s->n = r->n_attempts < 16 ? r->n_attempts : 16;
     protobuf_c_message_free_unpacked(&r->base, NULL);
   } else {
@@ -184,6 +210,8 @@ static void observe(const char *k, seen *s) {
   }
   sluice_status_clear(&st);
 }
+
+static void observe(const char *k, seen *s) { observe_on(observer, k, s); }
 
 static double gap(const seen *s, size_t i) {
   return s->arrival[i + 1] - s->arrival[i];
@@ -843,6 +871,314 @@ static void sc_budget(void) {
   pthread_cond_destroy(&cv);
 }
 
+/* Hedging (sluice_call_opts.hedging_policy: max_attempts 2, hedging delay
+ * 100 ms) over a round-robin channel to two grpcio servers, FAST and SLOW
+ * (every answer 2 s late; --hedge-targets). A call whose first attempt
+ * goes to SLOW sends its hedge 100 ms later to FAST (a retry or hedge
+ * avoids the destination of the attempt before it), which answers first
+ * and wins: SLOW's attempt is cancelled and the call ends at FAST's
+ * latency. A call whose first attempt goes to FAST is answered before the
+ * hedging delay: no hedge. Plain calls in between steer the rotation so
+ * that calls 0, 2, 4 go first to SLOW and 1, 3, 5 to FAST (hedge_steer).
+ * Each call has a key of its own, so what each
+ * server saw per call tells which way it went (previous-attempts '' is
+ * the first attempt, '1' the hedge). Times are bounded generously: each
+ * call < 1500 ms (SLOW answers after 2000), the hedge >= the delay. */
+#define HEDGE_CALLS 6
+#define HEDGE_DELAY_MS 100u
+#define HEDGE_CALL_MAX_MS 1500.0
+
+/* Observe k on obs until every attempt is over on the server (so that
+ * its cancelled flag is final), for at most until_ms (now_ms() clock). */
+static void observe_settled(sluice_channel *obs, const char *k, seen *s,
+                            double until_ms) {
+  for (;;) {
+    observe_on(obs, k, s);
+    int settled = s->ok;
+    for (size_t i = 0; i < s->n; i++)
+      if (!s->done[i])
+        settled = 0;
+    if (settled || now_ms() >= until_ms)
+      return;
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Index of the attempt in s with previous-attempts p, or -1. */
+static int find_prev(const seen *s, const char *p) {
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp(s->prev[i], p) == 0)
+      return (int)i;
+  return -1;
+}
+
+/* Waits (at most 10 s) until the channel has both destinations READY,
+ * making plain Observe calls over it to get it connecting. */
+static int hedge_warm_up(sluice_channel *ch) {
+  char k[128];
+  key(k, sizeof k, "hedge_warmup");
+  double until = now_ms() + 10000;
+  size_t ready = 0;
+  while (now_ms() < until) {
+    seen s;
+    observe_on(ch, k, &s);
+    sluice_channel_stats cs;
+    memset(&cs, 0, sizeof cs);
+    if (sluice_channel_get_stats(ch, &cs) == 0) {
+      ready = 0;
+      for (size_t i = 0; i < cs.n_dests; i++)
+        if (cs.dests[i].conn_state &&
+            strcmp(cs.dests[i].conn_state, "READY") == 0)
+          ready++;
+    }
+    sluice_channel_stats_clear(&cs);
+    if (ready == 2)
+      return 1;
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  fprintf(stderr, "retry_client: hedging: %zu of 2 destinations READY\n",
+          ready);
+  return 0;
+}
+
+/* Calls sent so far to the destination addr ("127.0.0.1:P") of ch, or
+ * UINT64_MAX when it is not found. */
+static uint64_t dest_sent(sluice_channel *ch, const char *addr) {
+  uint64_t sent = UINT64_MAX;
+  sluice_channel_stats cs;
+  memset(&cs, 0, sizeof cs);
+  if (sluice_channel_get_stats(ch, &cs) == 0)
+    for (size_t i = 0; i < cs.n_dests; i++)
+      if (strcmp(cs.dests[i].address, addr) == 0)
+        sent = cs.dests[i].sent;
+  sluice_channel_stats_clear(&cs);
+  return sent;
+}
+
+/* Round robin over two destinations takes turns, and a hedge takes a turn
+ * too: after a call first on SLOW hedged to FAST, the next call would go
+ * to SLOW first again. Makes plain Observe calls over ch (no policy, not
+ * delayed) until one went to other, so that the next pick is the other
+ * destination; at most 4. Returns whether it got there. */
+static int hedge_steer(sluice_channel *ch, const char *other, const char *k) {
+  for (int i = 0; i < 4; i++) {
+    uint64_t before = dest_sent(ch, other);
+    seen s;
+    observe_on(ch, k, &s);
+    uint64_t after = dest_sent(ch, other);
+    if (before != UINT64_MAX && after > before)
+      return 1;
+  }
+  return 0;
+}
+
+static void sc_hedging(void) {
+  if (!hedge_targets) {
+    printf("skip hedging: no --hedge-targets\n");
+    return;
+  }
+  /* "ipv4:FAST,SLOW" -> the two addresses. */
+  char list[256], fast_t[270], slow_t[270];
+  snprintf(list, sizeof list, "%s",
+           strncmp(hedge_targets, "ipv4:", 5) == 0 ? hedge_targets + 5
+                                                   : hedge_targets);
+  char *comma = strchr(list, ',');
+  if (!check("hedging: --hedge-targets names two addresses",
+             comma && !strchr(comma + 1, ','), "'%s'", hedge_targets))
+    return;
+  *comma = '\0';
+  snprintf(fast_t, sizeof fast_t, "ipv4:%s", list);
+  snprintf(slow_t, sizeof slow_t, "ipv4:%s", comma + 1);
+  char both[520];
+  snprintf(both, sizeof both, "ipv4:%s,%s", list, comma + 1);
+
+  sluice_channel *obs_fast = channel_at(fast_t, NULL, NULL, -1, 0);
+  sluice_channel *obs_slow = channel_at(slow_t, NULL, NULL, -1, 0);
+  sluice_channel *ch = channel_at(both, "rr", NULL, -1, 0);
+  if (!check("hedging: round-robin channel to FAST and SLOW, observers",
+             ch && obs_fast && obs_slow, NULL))
+    goto out;
+  if (!check("hedging: both destinations READY before the calls (10 s)",
+             hedge_warm_up(ch), NULL))
+    goto out;
+
+  sluice_hedging_policy hp = {.max_attempts = 2,
+                              .hedging_delay_ms = HEDGE_DELAY_MS,
+                              .non_fatal_codes = 0};
+  sluice_call_opts opts;
+  sluice_call_opts_init(&opts);
+  opts.hedging_policy = &hp;
+  opts.timeout_ms = CALL_TIMEOUT_MS;
+  char keys[HEDGE_CALLS][128], steer_k[128];
+  key(steer_k, sizeof steer_k, "hedge_steer");
+  outcome o[HEDGE_CALLS];
+  int steered = 1;
+  for (int i = 0; i < HEDGE_CALLS; i++) {
+    /* Even calls first on SLOW (the last plain call went to FAST), odd
+     * ones first on FAST. */
+    steered &= hedge_steer(ch, i % 2 ? comma + 1 : list, steer_k);
+    char nm[32];
+    snprintf(nm, sizeof nm, "hedge%d", i);
+    Retrytest__Behavior b;
+    init_behavior(&b, key(keys[i], sizeof keys[i], nm), 0);
+    unary(ch, &b, &opts, &o[i]);
+  }
+
+  /* What each server saw per call; the cancellations reach the servers
+   * asynchronously: wait (bounded) until every attempt is over. */
+  seen sf[HEDGE_CALLS], ss[HEDGE_CALLS];
+  double until = now_ms() + 10000;
+  for (int i = 0; i < HEDGE_CALLS; i++) {
+    observe_settled(obs_fast, keys[i], &sf[i], until);
+    observe_settled(obs_slow, keys[i], &ss[i], until);
+  }
+
+  int all_ok = 1, all_quick = 1, sane = 1, settled = 1;
+  int slow_first = 0, fast_first = 0, slow_first_good = 1, gap_ok = 1;
+  int fast_first_no_hedge = 1, slow_first_slow_enough = 1;
+  unsigned hedges_seen = 0, slow_cancelled = 0, fast_cancelled = 0;
+  unsigned fast_first_long = 0; /* lasted past the hedging delay */
+  char bad[256] = "";
+  for (int i = 0; i < HEDGE_CALLS; i++) {
+    const seen *f = &sf[i], *sl = &ss[i];
+    int f0 = find_prev(f, ""), f1 = find_prev(f, "1");
+    int s0 = find_prev(sl, ""), s1 = find_prev(sl, "1");
+    char fd[200], sd[200];
+    printf(
+        "  hedging: #%d %s %.0f ms first on %s; FAST %s cancelled %u; SLOW %s "
+        "cancelled %u\n",
+        i, sluice_status_name(o[i].code), o[i].elapsed_ms,
+        f0 >= 0   ? "FAST"
+        : s0 >= 0 ? "SLOW"
+                  : "?",
+        describe(f, fd, sizeof fd), f->n_cancelled, describe(sl, sd, sizeof sd),
+        sl->n_cancelled);
+    if (o[i].code != SLUICE_STATUS_OK)
+      all_ok = 0;
+    if (o[i].elapsed_ms >= HEDGE_CALL_MAX_MS)
+      all_quick = 0;
+    for (size_t j = 0; j < f->n; j++)
+      settled &= f->done[j];
+    for (size_t j = 0; j < sl->n; j++)
+      settled &= sl->done[j];
+    /* One first attempt, at most one hedge, nothing else. */
+    size_t n = f->n + sl->n;
+    if (!f->ok || !sl->ok || n < 1 || n > 2 || (f0 >= 0) + (s0 >= 0) != 1 ||
+        (n == 2 && (f1 >= 0) + (s1 >= 0) != 1)) {
+      sane = 0;
+      continue;
+    }
+    hedges_seen += n == 2;
+    slow_cancelled += sl->n_cancelled;
+    fast_cancelled += f->n_cancelled;
+    if (s0 >= 0) {
+      slow_first++;
+      /* The hedge went to FAST and won; SLOW's first attempt was
+       * cancelled. */
+      if (f1 < 0 || !sl->cancelled[s0] || f->cancelled[f1]) {
+        slow_first_good = 0;
+        snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "[#%d] ", i);
+      }
+      if (f1 >= 0 &&
+          f->arrival[f1] - sl->arrival[s0] < HEDGE_DELAY_MS - SLACK_MS)
+        gap_ok = 0;
+      if (o[i].elapsed_ms < HEDGE_DELAY_MS - SLACK_MS)
+        slow_first_slow_enough = 0;
+    } else {
+      fast_first++;
+      if (o[i].elapsed_ms >= HEDGE_DELAY_MS - SLACK_MS)
+        fast_first_long++;
+      else if (n != 1)
+        fast_first_no_hedge = 0; /* answered before the delay, hedged */
+    }
+  }
+  printf("  hedging: %d calls first on SLOW, %d first on FAST (%u of them "
+         "past the hedging delay); hedges seen by the servers %u; "
+         "cancelled: SLOW %u, FAST %u\n",
+         slow_first, fast_first, fast_first_long, hedges_seen, slow_cancelled,
+         fast_cancelled);
+
+  check("hedging: every call OK", all_ok, NULL);
+  check("hedging: every call ends well before SLOW's 2 s (< 1500 ms)",
+        all_quick, NULL);
+  check("hedging: every attempt over on the servers within 10 s", settled,
+        NULL);
+  check("hedging: per call, the servers saw one first attempt (prev '') and "
+        "at most one hedge (prev '1')",
+        sane, NULL);
+  check("hedging: steered by plain calls, round robin sent the first "
+        "attempts of calls 0, 2, 4 to SLOW and of 1, 3, 5 to FAST",
+        steered && slow_first == HEDGE_CALLS / 2 &&
+            fast_first == HEDGE_CALLS - HEDGE_CALLS / 2,
+        "steered %d, first on SLOW %d, on FAST %d", steered, slow_first,
+        fast_first);
+  check("hedging: a call first on SLOW: its hedge went to FAST and won, "
+        "SLOW's attempt was cancelled",
+        slow_first_good, "calls %s", bad);
+  check("hedging: a call first on SLOW: the hedge reached FAST >= 100 ms "
+        "after the first attempt reached SLOW",
+        gap_ok, NULL);
+  check("hedging: a call first on SLOW lasts at least the hedging delay",
+        slow_first_slow_enough, NULL);
+  check("hedging: a call first on FAST answered before the hedging delay "
+        "sent no hedge",
+        fast_first_no_hedge, NULL);
+  check("hedging: SLOW saw >= 1 attempt cancelled; FAST's attempts are never "
+        "cancelled",
+        slow_cancelled >= 1 && fast_cancelled == 0, "SLOW %u, FAST %u",
+        slow_cancelled, fast_cancelled);
+
+  sluice_resilience_stats rs;
+  if (stats(ch, &rs) == 0) {
+    const sluice_retry_counters *u = NULL;
+    for (size_t i = 0; i < rs.n_methods; i++)
+      if (strcmp(rs.methods[i].path, "/retrytest.RetryTest/Unary") == 0)
+        u = &rs.methods[i].counters;
+    uint64_t hedges = rs.total.hedges;
+    printf("  hedging: stats total calls %" PRIu64 " attempts %" PRIu64
+           " hedges %" PRIu64 " retries %" PRIu64 "; Unary calls %" PRIu64
+           " attempts %" PRIu64 " hedges %" PRIu64 "; hedges_in_flight %" PRIu64
+           "\n",
+           rs.total.calls, rs.total.attempts, hedges, rs.total.retries,
+           u ? u->calls : 0, u ? u->attempts : 0, u ? u->hedges : 0,
+           rs.hedges_in_flight);
+    check("hedging: stats: Unary calls == 6, 1 <= hedges <= 6, attempts == "
+          "calls + hedges, no retries",
+          u && u->calls == HEDGE_CALLS && u->hedges >= 1 &&
+              u->hedges <= HEDGE_CALLS && u->hedges == hedges &&
+              u->attempts == u->calls + u->hedges && rs.total.retries == 0,
+          "Unary calls %" PRIu64 " attempts %" PRIu64 " hedges %" PRIu64
+          ", total hedges %" PRIu64 " retries %" PRIu64,
+          u ? u->calls : 0, u ? u->attempts : 0, u ? u->hedges : 0, hedges,
+          rs.total.retries);
+    check("hedging: SLOW's cancelled attempts <= hedges",
+          slow_cancelled <= hedges, "cancelled %u, hedges %" PRIu64,
+          slow_cancelled, hedges);
+    /* Every call first on SLOW hedged; one first on FAST only if it lasted
+     * past the delay. A hedge cancelled before its server saw it is
+     * counted but not seen. */
+    check("hedging: hedges seen by the servers <= stats hedges <= calls "
+          "first on SLOW + calls first on FAST past the hedging delay",
+          hedges_seen <= hedges &&
+              hedges <= (uint64_t)slow_first + fast_first_long,
+          "seen %u, hedges %" PRIu64 ", first on SLOW %d, FAST past the "
+          "delay %u",
+          hedges_seen, hedges, slow_first, fast_first_long);
+    check("hedging: hedges_in_flight back to 0", rs.hedges_in_flight == 0,
+          "%" PRIu64, rs.hedges_in_flight);
+    sluice_resilience_stats_clear(&rs);
+  }
+out:
+  if (ch)
+    sluice_channel_del(ch);
+  if (obs_fast)
+    sluice_channel_del(obs_fast);
+  if (obs_slow)
+    sluice_channel_del(obs_slow);
+}
+
 /* A service config that A6 says to reject is rejected whole. */
 static void sc_validation(void) {
   sluice_channel_opts *o;
@@ -865,16 +1201,19 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--target") == 0 && i + 1 < argc)
       target = argv[++i];
+    else if (strcmp(argv[i], "--hedge-targets") == 0 && i + 1 < argc)
+      hedge_targets = argv[++i];
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else {
-      fprintf(stderr, "usage: retry_client --target HOST:PORT [--only "
-                      "NAME]\n");
+      fprintf(stderr, "usage: retry_client --target HOST:PORT "
+                      "[--hedge-targets ipv4:FAST,SLOW] [--only NAME]\n");
       return 2;
     }
   }
   if (!target) {
-    fprintf(stderr, "usage: retry_client --target HOST:PORT [--only NAME]\n");
+    fprintf(stderr, "usage: retry_client --target HOST:PORT "
+                    "[--hedge-targets ipv4:FAST,SLOW] [--only NAME]\n");
     return 2;
   }
   snprintf(key_prefix, sizeof key_prefix, "c%" PRIu64,
@@ -891,7 +1230,7 @@ int main(int argc, char **argv) {
       {"call_policy", sc_call_policy}, {"exhausted", sc_exhausted},
       {"pushback", sc_pushback},       {"commit", sc_commit},
       {"deadline", sc_deadline},       {"throttling", sc_throttling},
-      {"budget", sc_budget},
+      {"budget", sc_budget},           {"hedging", sc_hedging},
   };
   for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
     if (want(scenarios[i].name))

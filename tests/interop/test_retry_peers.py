@@ -15,7 +15,9 @@ below (backoff and pushback floors), with slack; never from above.
 
 --c-client runs the sluice retry client driver (retry_client.c) against
 the grpcio server instead: the driver does its own checks and its exit
-code is the test's.
+code is the test's. For its hedging scenario a second py_retry_server.py
+runs next to it with --delay-ms 2000 (SLOW; the first one is FAST), and the
+driver gets both as --hedge-targets ipv4:FAST,SLOW.
 
 Exits 0 when every check passed, 1 otherwise, 77 (skipped) when grpc, node
 or the grpc-js install is missing.
@@ -42,6 +44,8 @@ SLACK_MS = 15.0
 # How long the admission test's first call holds the sluice server's only
 # slot (client processes take ~1 s each to start on a loaded machine).
 HOLD_MS = 10000
+# The slow server of the C client's hedging scenario answers this late.
+HEDGE_SLOW_MS = 2000
 
 
 def svc_config(max_attempts=5, initial="0.1s", max_backoff="1s", mult=2,
@@ -359,11 +363,28 @@ def sluice_admission_pushback(ck, run, server_cmd, tag):
 
 def run_c_client(args):
     server = args.server or os.path.join(HERE, "py_retry_server.py")
-    with Server(interop_common.command_for(server)) as srv:
-        p = subprocess.run([args.c_client, "--target", srv.target],
-                           stdin=subprocess.DEVNULL, timeout=150)
-        srv.stop()
-    return p.returncode
+    slow_cmd = interop_common.command_for(
+        os.path.join(HERE, "py_retry_server.py")) + [
+            "--delay-ms", str(HEDGE_SLOW_MS)]
+    with Server(interop_common.command_for(server)) as srv, \
+            Server(slow_cmd) as slow:
+        hedge = "ipv4:%s,%s" % (srv.target, slow.target)
+        print("C client: --target %s --hedge-targets %s (FAST, SLOW: "
+              "%d ms late)" % (srv.target, hedge, HEDGE_SLOW_MS), flush=True)
+        try:
+            p = subprocess.run([args.c_client, "--target", srv.target,
+                                "--hedge-targets", hedge],
+                               stdin=subprocess.DEVNULL, timeout=150)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            print("FAIL the C client did not finish within 150 s")
+            rc = 1
+        for s in (slow, srv):
+            if s.stop() is None:
+                print("FAIL %s did not stop on SIGTERM (killed)"
+                      % " ".join(s.cmd[-3:]))
+                rc = rc or 1
+    return rc
 
 
 def main():
