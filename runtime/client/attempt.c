@@ -217,8 +217,10 @@ static int committed(sluice_call *c, const sluice__attempt *a) {
 static void remember(sluice_call *c, sluice_status_code code,
                      const char *text) {
   c->last_code = code;
-  if (text != c->last_buf)
-    snprintf(c->last_buf, sizeof c->last_buf, "%s", text ? text : "");
+  if (text == c->last_text)
+    return;
+  free(c->last_text);
+  c->last_text = strdup(text ? text : ""); /* NULL: completes with "" */
 }
 
 /* A hedged call's attempt a failed with code (its status, or a refused
@@ -240,7 +242,7 @@ static void hedge_failed(sluice_call *c, sluice__attempt *a,
     if (sluice__call_hedge(c) == 0)
       return;
   }
-  sluice__call_complete(c, a, c->last_code, c->last_buf);
+  sluice__call_complete(c, a, c->last_code, c->last_text ? c->last_text : "");
 }
 
 /* Counts a retry that was not made. */
@@ -556,7 +558,8 @@ static void attempt_dropped(sluice__pick *p, sluice_status_code code,
     return;
   if (a->hedge) { /* a hedge no destination admits: as if never tried */
     if (c->n_live == 0 && !c->hedge_at_ns)
-      sluice__call_complete(c, a, c->last_code, c->last_buf);
+      sluice__call_complete(c, a, c->last_code,
+                            c->last_text ? c->last_text : "");
     return;
   }
   /* Nothing connected is the policy's to retry (A6: a pick in

@@ -113,11 +113,13 @@ struct sluice_call {
   sluice__attempt first;
   /* retries and hedging (client/retry.h), resolved when the call is made:
    * at most one of rp and hp; they point into the channel's options, the
-   * method's table or own_rp / own_hp (the call's options) */
+   * method's table or own (the call's options) */
   const sluice_retry_policy *rp;
   const sluice_hedging_policy *hp;
-  sluice_retry_policy own_rp;
-  sluice_hedging_policy own_hp;
+  union {
+    sluice_retry_policy rp;
+    sluice_hedging_policy hp;
+  } own;
   unsigned max_attempts;   /* the policy's, clamped to the cap */
   unsigned n_tries;        /* attempts made, replays not counted */
   unsigned backoff_n;      /* retries since the last pushback */
@@ -131,7 +133,7 @@ struct sluice_call {
   sluice__parked parked;        /* in ch->res.parked while retry_at_ns is set */
   uint64_t hedge_at_ns;         /* the next hedge is due then; 0: none */
   sluice_status_code last_code; /* a hedged call's last failed attempt */
-  char last_buf[160];
+  char *last_text;              /* its text (owned; NULL: none) */
 };
 
 /* A hedged attempt and its own copy of the request. */
