@@ -54,7 +54,13 @@
  * A completion that failed for overload (RESOURCE_EXHAUSTED,
  * DEADLINE_EXCEEDED, UNAVAILABLE: the destination pushed back) is
  * classified at once with T high; the limit does not move for it (a lost
- * connection says nothing about capacity), only at the next window.
+ * connection says nothing about capacity), only at the next window. Not
+ * when a fresh report says the destination is far from busy (the peer's
+ * veto, sluice__lb_est_peer_idle): in a chain that failure is a deeper
+ * tier's refusal passed on, and marking every tier above the bottleneck
+ * saturated would shed at each of them, at the edge most, at loads the
+ * bottleneck itself admits (the gradient limit does not back off for it
+ * either). The failure is then only a censored completion.
  *
  * ## Actions, at most one per btc_dwell_ns (200 ms)
  *
@@ -360,9 +366,15 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
                             uint64_t now) {
   (void)latency_ns;
   (void)resp_size;
-  int pressure = code == SLUICE_STATUS_RESOURCE_EXHAUSTED ||
-                 code == SLUICE_STATUS_DEADLINE_EXCEEDED ||
-                 code == SLUICE_STATUS_UNAVAILABLE;
+  /* A push-back from a destination whose fresh load report says it is
+   * far from busy is not its own overload: a deeper tier refused or timed
+   * out, and the destination passed the failure on (a chain). Marking it
+   * saturated and cutting its limit would shed at every tier above the
+   * bottleneck, and at the edge most. The peer's veto, as for latency. */
+  int pressure = (code == SLUICE_STATUS_RESOURCE_EXHAUSTED ||
+                  code == SLUICE_STATUS_DEADLINE_EXCEEDED ||
+                  code == SLUICE_STATUS_UNAVAILABLE) &&
+                 !sluice__lb_est_peer_idle(&d->est, now);
   /* est_done has just run: a window closed at this completion when its
    * start moved to now. */
   if (pressure || d->est.win_start_ns == now)

@@ -19,7 +19,9 @@
  * half of it), as Gradient2 does: an idle channel keeps its permissive
  * initial limit instead of inflating it to max_limit. A call that failed
  * for overload (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, UNAVAILABLE) cuts
- * the limit by 10 % at once, as a loss does in AIMD.
+ * the limit by 10 % at once, as a loss does in AIMD, unless a fresh load
+ * report says the server is far from busy (the overload is a deeper
+ * tier's, passed on).
  *
  * The gradient compares a path's latency with that path's own minimum, so
  * a channel that mixes a 1 ms and a 100 ms method does not read the mix
@@ -150,9 +152,13 @@ void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
     /* A failed call's latency is censored (a deadline says only "at least
      * this slow"; a refusal says nothing): it does not enter the latency
      * estimates, which the deadline check trusts, and it is no completion;
-     * the limit backs off instead. */
+     * the limit backs off instead -- unless the server says it is far from
+     * busy: then the overload is not its own (a deeper tier of a chain
+     * refused, and it passed the failure on), and backing off here would
+     * shed at every tier above the bottleneck. */
     (void)lat;
-    e->limit = clamp_limit(cfg, e->limit * OVERLOAD_CUT);
+    if (!sluice__lb_est_peer_idle(e, now))
+      e->limit = clamp_limit(cfg, e->limit * OVERLOAD_CUT);
     return;
   }
 

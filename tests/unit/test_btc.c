@@ -382,6 +382,44 @@ static void names_and_verdicts(void **state) {
                    SLUICE__LB_OVER_LIMIT);
 }
 
+/* A push-back passed on by an idle tier of a chain: the destination
+ * reports itself far from busy and fails a call for overload because a
+ * deeper tier refused it. It is not marked saturated and neither limit
+ * moves; the same failure from a busy destination marks it at once and
+ * cuts the gradient limit. */
+static void chain_pushback(void **state) {
+  (void)state;
+  sluice__lb lb;
+  sluice__lb_init(&lb, &sluice__lb_btc, NULL);
+  sluice__lb_dest d;
+  sluice__lb_dest_init(&lb, &d, 1);
+  d.usable = 1;
+  sluice__lb_call call = {0};
+  uint64_t t = SEC;
+  for (int i = 0; i < 20; i++, t += MS) { /* measured: 5 ms a call */
+    sluice__lb_sent(&lb, &d, &call, t);
+    sluice__lb_complete(&lb, &d, &call, 5 * MS, SLUICE_STATUS_OK, 0,
+                        t + 5 * MS);
+  }
+  sluice__lb_peer_load idle = {0.02, 100, 0, 0};
+  sluice__lb_peer_report(&lb, &d, &idle, t);
+  double limit = d.limit, grad = d.est.limit;
+  for (int i = 0; i < 20; i++, t += MS) {
+    sluice__lb_sent(&lb, &d, &call, t);
+    sluice__lb_complete(&lb, &d, &call, 2 * MS,
+                        SLUICE_STATUS_RESOURCE_EXHAUSTED, 0, t + 2 * MS);
+  }
+  assert_string_equal(lb.ops->state_name(&d), "T-low/C-low");
+  assert_true(d.limit == limit && d.est.limit == grad);
+  sluice__lb_peer_load busy = {0.95, 100, 5, 10};
+  sluice__lb_peer_report(&lb, &d, &busy, t);
+  sluice__lb_sent(&lb, &d, &call, t);
+  sluice__lb_complete(&lb, &d, &call, 2 * MS, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                      0, t + 2 * MS);
+  assert_true(d.state / 3 == 2); /* T-high: saturated */
+  assert_true(d.est.limit < grad);
+}
+
 /* ---------------------------------------------------------------------- */
 
 static uint64_t wall_ns(void) { return sluice_now_ns(); }
@@ -436,11 +474,17 @@ static void cost(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(names_and_verdicts),  cmocka_unit_test(load_steps),
-      cmocka_unit_test(load_steps_variants), cmocka_unit_test(settles),
-      cmocka_unit_test(split_by_capacity),   cmocka_unit_test(overload_goodput),
-      cmocka_unit_test(down_and_back),       cmocka_unit_test(capacity_change),
-      cmocka_unit_test(deadline_refused),    cmocka_unit_test(cost),
+      cmocka_unit_test(names_and_verdicts),
+      cmocka_unit_test(load_steps),
+      cmocka_unit_test(load_steps_variants),
+      cmocka_unit_test(settles),
+      cmocka_unit_test(split_by_capacity),
+      cmocka_unit_test(overload_goodput),
+      cmocka_unit_test(down_and_back),
+      cmocka_unit_test(capacity_change),
+      cmocka_unit_test(deadline_refused),
+      cmocka_unit_test(chain_pushback),
+      cmocka_unit_test(cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
