@@ -400,6 +400,12 @@ typedef struct sluice_channel_stats {
   uint64_t waiting;             /**< in the wait queue now */
   size_t n_dests;               /**< number of entries in dests */
   sluice_dest_stats *dests;     /**< n_dests entries, owned by the struct */
+  /** dropped: a circuit breaker was open (max_requests or max_pending;
+   * sluice_channel_opts_set_circuit_breakers) */
+  uint64_t dropped_breaker;
+  /** The channel's retries, hedges and denials (the totals of
+   * sluice_channel_get_resilience_stats(), which has them per method) */
+  sluice_retry_counters retry;
 } sluice_channel_stats;
 
 /** Fills *out with a snapshot (taken on the channel's loop; blocks the

@@ -19,6 +19,8 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   out->dropped_deadline = ch->picker.dropped[SLUICE__LB_DEADLINE];
   out->dropped_wait = ch->picker.dropped[SLUICE__DROP_WAIT];
   out->waiting = ch->picker.n_waiting;
+  out->dropped_breaker = ch->res.breaker_requests + ch->res.breaker_pending;
+  out->retry = ch->res.total;
   if (ch->n_scs == 0)
     return 0;
   out->dests = calloc(ch->n_scs, sizeof *out->dests);
@@ -308,6 +310,7 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
       {"path_limit", offsetof(sluice_channel_stats, dropped_path_limit)},
       {"deadline", offsetof(sluice_channel_stats, dropped_deadline)},
       {"wait", offsetof(sluice_channel_stats, dropped_wait)},
+      {"breaker", offsetof(sluice_channel_stats, dropped_breaker)},
   };
   add(&t, "# HELP sluice_client_dropped_total Calls dropped locally, "
           "without any I/O, by reason.\n"

@@ -235,6 +235,11 @@ static void test_retry_then_ok(void **state) {
   assert_int_equal(r.methods[0].counters.retries, 2);
   assert_int_equal(r.retries_in_flight, 0);
   sluice_resilience_stats_clear(&r);
+  sluice_channel_stats cs;
+  assert_int_equal(sluice_channel_get_stats(ch, &cs), 0);
+  assert_int_equal(cs.retry.retries, 2);
+  assert_int_equal(cs.retry.attempts, 3);
+  sluice_channel_stats_clear(&cs);
 
   /* The Prometheus text carries them. */
   char *text = NULL;
@@ -476,6 +481,12 @@ static void test_breaker_max_requests(void **state) {
   sluice_resilience_stats r = stats_of(ch);
   assert_int_equal(r.breaker_requests, 1);
   sluice_resilience_stats_clear(&r);
+  /* a drop reason of its own in the channel's stats too */
+  sluice_channel_stats cs;
+  assert_int_equal(sluice_channel_get_stats(ch, &cs), 0);
+  assert_int_equal(cs.dropped_breaker, 1);
+  assert_int_equal(cs.dropped_limit, 0);
+  sluice_channel_stats_clear(&cs);
   /* After the slow ones, calls go again. */
   assert_int_equal(call_once(ch, &req, NULL, &fast), SLUICE_STATUS_OK);
   sluice_channel_del(ch);
