@@ -104,6 +104,7 @@ static void attempt_launch(sluice_call *c, sluice__attempt *a) {
   if (c->n_tries > 0) {
     a->pick.req.prev_attempts = c->n_tries;
     a->pick.avoid = c->last_sc;
+    a->pick.lbc.again = 1;
   }
   c->n_tries++;
   c->n_attempts++;

@@ -96,6 +96,9 @@ typedef struct sluice__lb_call {
   uint32_t path_id;     /* 0..SLUICE__LB_MAX_PATHS-1 */
   uint32_t size;        /* serialized request bytes (first message) */
   uint64_t deadline_ns; /* absolute, on sluice_now_ns's clock; 0 = none */
+  int again; /* a retry or hedge of a call already picked: it does not move
+              * a rotation (rr), or the next call would land where this one
+              * was steered away from */
 } sluice__lb_call;
 
 /* A server's own load report (ORCA endpoint-load-metrics). Unknown fields

@@ -44,7 +44,7 @@ static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
   }
 }
 
-static const sluice__lb_call plain = {0, 100, 0};
+static const sluice__lb_call plain = {0, 100, 0, 0};
 
 static void find_by_name(void **state) {
   (void)state;
@@ -88,6 +88,16 @@ static void rr_spreads_evenly(void **state) {
     count[c]++;
   }
   assert_int_equal(count[1], 0);
+  /* A retry or hedge (again) does not move the rotation. */
+  f.d[1].usable = 1;
+  sluice__lb_call again = plain;
+  again.again = 1;
+  size_t first = 99, second = 99, third = 99;
+  sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &first);
+  sluice__lb_pick(&f.lb, f.v, f.n, &again, SEC, &second);
+  sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &third);
+  assert_int_equal(second, (first + 1) % 4);
+  assert_int_equal(third, second);
   assert_int_equal(count[0], 100);
   assert_int_equal(count[2], 100);
   assert_int_equal(count[3], 100);
@@ -177,7 +187,7 @@ static void estimator_basics(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call a = {0, 1000, 0}, b = {3, 500, 0}, far = {99, 10, 0};
+  sluice__lb_call a = {0, 1000, 0, 0}, b = {3, 500, 0, 0}, far = {99, 10, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   assert_true(e.limit == 1000 && e.peer_util < 0);
@@ -234,7 +244,7 @@ static void estimator_rates(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call c = {0, 1000, 0};
+  sluice__lb_call c = {0, 1000, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   for (int i = 0; i < 1000; i++) {
@@ -268,7 +278,7 @@ static void estimator_min_rtt_relearnt(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call c = {0, 10, 0};
+  sluice__lb_call c = {0, 10, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   sluice__lb_est_sent(&e, &c, t);
@@ -296,7 +306,7 @@ static void estimator_gradient_limit(void **state) {
   sluice__lb_config_default(&cfg);
   cfg.initial_limit = 20;
   sluice__lb_est e;
-  sluice__lb_call c = {0, 10, 0};
+  sluice__lb_call c = {0, 10, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   /* Unused (1 in flight of 20): no growth. */
@@ -350,7 +360,7 @@ static void admission_limits_and_paths(void **state) {
   fixture f;
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
-  sluice__lb_call p0 = {0, 10, 0}, p1 = {1, 10, 0};
+  sluice__lb_call p0 = {0, 10, 0, 0}, p1 = {1, 10, 0, 0};
   d->limit = 4;
   /* One path alone may use the whole limit. */
   for (int i = 0; i < 4; i++) {
@@ -374,7 +384,7 @@ static void admission_path_share(void **state) {
   fixture f;
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
-  sluice__lb_call p0 = {0, 10, 0}, p1 = {1, 10, 0};
+  sluice__lb_call p0 = {0, 10, 0, 0}, p1 = {1, 10, 0, 0};
   d->limit = 10;
   for (int i = 0; i < 5; i++)
     sluice__lb_est_sent(&d->est, &p0, SEC);
@@ -399,10 +409,10 @@ static void admission_deadline(void **state) {
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
   uint64_t t = SEC;
-  sluice__lb_call none = {0, 10, 0};
-  sluice__lb_call tight = {0, 10, t + 5 * MS};
-  sluice__lb_call loose = {0, 10, t + 50 * MS};
-  sluice__lb_call gone = {0, 10, t - 1};
+  sluice__lb_call none = {0, 10, 0, 0};
+  sluice__lb_call tight = {0, 10, t + 5 * MS, 0};
+  sluice__lb_call loose = {0, 10, t + 50 * MS, 0};
+  sluice__lb_call gone = {0, 10, t - 1, 0};
   /* Nothing measured: every live deadline is in time. */
   assert_true(sluice__lb_in_time(d, &tight, t));
   assert_false(sluice__lb_in_time(d, &gone, t));
@@ -426,10 +436,10 @@ static void admission_deadline(void **state) {
   assert_int_equal(sluice__lb_pick(&f.lb, f.v, 1, &loose, t, &c),
                    SLUICE__LB_PICKED);
   /* Per path: a fast path's deadline is judged by its own latency. */
-  sluice__lb_call fast = {2, 10, 0};
+  sluice__lb_call fast = {2, 10, 0, 0};
   sluice__lb_sent(&f.lb, d, &fast, t);
   sluice__lb_complete(&f.lb, d, &fast, MS, SLUICE_STATUS_OK, 0, t + MS);
-  sluice__lb_call fast_tight = {2, 10, t + MS + 5 * MS};
+  sluice__lb_call fast_tight = {2, 10, t + MS + 5 * MS, 0};
   assert_true(sluice__lb_in_time(d, &fast_tight, t + MS));
   assert_false(sluice__lb_in_time(d, &tight, t + MS));
 }
@@ -704,7 +714,7 @@ static void bcc_peer_load(void **state) {
   fx_init(&f, &sluice__lb_bcc, 1, &cfg);
   sluice__lb_dest *d = &f.d[0];
   uint64_t t = SEC;
-  sluice__lb_call c = {0, 10, 0};
+  sluice__lb_call c = {0, 10, 0, 0};
   /* In flight 10 of 10, latency flat: high, not congested -> probes up. */
   for (int i = 0; i < 10; i++)
     sluice__lb_sent(&f.lb, d, &c, t);
@@ -750,7 +760,7 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n) {
   sluice__lb_dest *v[100];
   sluice__lb lb;
   sluice__lb_init(&lb, ops, NULL);
-  sluice__lb_call c = {0, 100, SEC * 100};
+  sluice__lb_call c = {0, 100, SEC * 100, 0};
   for (size_t i = 0; i < n; i++) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;
