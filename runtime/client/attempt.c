@@ -99,7 +99,17 @@ void sluice__attempt_init(sluice_call *c, sluice__attempt *a,
   sluice__list_init(&a->pick.link);
 }
 
-/* Queues a (set up) as the call's next attempt. */
+/* Queues a (set up) for a pick: it is live until its stream closes or its
+ * pick fails (attempt_gone). */
+static void attempt_queue(sluice_call *c, sluice__attempt *a) {
+  a->live = 1;
+  c->n_live++;
+  if (a->hedge)
+    c->ch->res.hedges_open++;
+  sluice__channel_enqueue(c->ch, &a->pick);
+}
+
+/* Queues a (set up) as the call's next attempt of its policy. */
 static void attempt_launch(sluice_call *c, sluice__attempt *a) {
   if (c->n_tries > 0) {
     a->pick.req.prev_attempts = c->n_tries;
@@ -107,11 +117,8 @@ static void attempt_launch(sluice_call *c, sluice__attempt *a) {
     a->pick.lbc.again = 1;
   }
   c->n_tries++;
-  c->n_attempts++;
-  a->live = 1;
-  c->n_live++;
   COUNT(c, attempts, 1);
-  sluice__channel_enqueue(c->ch, &a->pick);
+  attempt_queue(c, a);
 }
 
 /* a stopped being live (its stream closed, or its pick failed or was
@@ -396,7 +403,6 @@ int sluice__call_hedge(sluice_call *c) {
   a->pick.hedge = 1;
   a->pick.lbc = c->first.pick.lbc;
   sluice__list_push(&c->attempts, &a->link);
-  c->ch->res.hedges_open++;
   COUNT(c, hedges, 1);
   attempt_launch(c, a);
   if (c->n_tries < c->max_attempts && c->hp->hedging_delay_ms)
@@ -475,13 +481,8 @@ static void replay(sluice_call *c, sluice__attempt *a) {
   a->pick.avoid = saved.avoid;
   a->pick.req.prev_attempts = saved.req.prev_attempts;
   a->pick.lbc = saved.lbc;
-  a->live = 1;
-  c->n_live++;
-  if (hedge)
-    c->ch->res.hedges_open++;
-  c->n_attempts++;
   COUNT(c, transparent_retries, 1);
-  sluice__channel_enqueue(c->ch, &a->pick);
+  attempt_queue(c, a);
 }
 
 static void attempt_closed(sluice__cstream *s, uint32_t h2_error,

@@ -205,9 +205,8 @@ static int breaker_open(sluice_call *c) {
     return 0;
   char msg[160];
   snprintf(msg, sizeof msg,
-           "circuit breaker %s (%" PRIu32
-           ") is open: call not sent (nothing was sent)",
-           name, max);
+           "circuit breaker %s (%" PRIu32 ") is open: nothing was sent", name,
+           max);
   complete(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
   return 1;
 }
@@ -219,8 +218,6 @@ static void start_on_loop(sluice__task *t) {
   sluice__attempt *a = &c->first;
   /* What the balancer knows of the call: its path, size and deadline. */
   c->path_id = sluice__picker_path_id(&ch->picker, c->method);
-  if (c->path_id >= SLUICE__LB_MAX_PATHS)
-    c->path_id = 0;
   a->pick.lbc.path_id = c->path_id;
   size_t q = sluice__sendq_queued(&c->sendq);
   a->pick.lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
@@ -334,9 +331,9 @@ static void call_discard(sluice_call *c) {
  * path, else the .proto's; none when retries are off or the method's
  * policy allows a single attempt. Also applies the service config's (or
  * .proto's) timeout and message sizes, which the call's options override.
- * Returns 0, or -1 with c->fail_code set. */
-static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
-                          uint64_t *timeout_ms) {
+ * An invalid policy sets c->fail_code: start_on_loop reports it. */
+static void resolve_policy(sluice_call *c, const sluice_call_opts *opts,
+                           uint64_t *timeout_ms) {
   sluice_channel *ch = c->ch;
   const sluice_method_desc *m = c->method;
   const sluice_method_config *mc =
@@ -373,7 +370,7 @@ static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
       c->fail_code = SLUICE_STATUS_INVALID_ARGUMENT;
       snprintf(c->fail_buf, sizeof c->fail_buf, "call options: %s", err);
       c->fail_reason = c->fail_buf;
-      return -1;
+      return;
     }
   } else if (mc) {
     c->rp = mc->has_retry ? &mc->retry : NULL;
@@ -394,7 +391,6 @@ static int resolve_policy(sluice_call *c, const sluice_call_opts *opts,
     max = 1;
   }
   c->max_attempts = max;
-  return 0;
 }
 
 /* Builds a call on the caller's thread; it reaches the loop with post_start.
@@ -438,7 +434,7 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
     c->compression = SLUICE_COMPRESS_NONE;
 
   uint64_t timeout_ms = opts ? opts->timeout_ms : 0;
-  resolve_policy(c, opts, &timeout_ms); /* a failure is reported at start */
+  resolve_policy(c, opts, &timeout_ms);
   if (!timeout_ms)
     timeout_ms = m->default_timeout_ms;
   if (c->rp || c->hp)

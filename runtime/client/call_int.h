@@ -109,7 +109,6 @@ struct sluice_call {
   int last_compressed;
   /* attempts (see the file comment): first, then hedges */
   sluice__list attempts;
-  unsigned n_attempts; /* attempts made, transparent replays included */
   sluice__attempt first;
   /* retries and hedging (client/retry.h), resolved when the call is made:
    * at most one of rp and hp; they point into the channel's options, the

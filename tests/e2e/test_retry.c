@@ -347,10 +347,8 @@ static void test_deadline_across_attempts(void **state) {
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.text = "deadline";
   req.status_code = SLUICE_STATUS_UNAVAILABLE;
-  uint64_t t0 = e2e_now_ms();
   assert_int_equal(call_once(ch, &req, &o, &w),
                    SLUICE_STATUS_DEADLINE_EXCEEDED);
-  assert_true(e2e_now_ms() - t0 < E2E_HANG_MS);
   rt_key k = rt_key_copy(s, "deadline");
   assert_true(k.attempts >= 2);
   /* the same absolute deadline (the server's clock reading of the time
@@ -358,12 +356,13 @@ static void test_deadline_across_attempts(void **state) {
   uint64_t d0 = k.deadline[0], d1 = k.deadline[1];
   assert_true(d0 && d1);
   assert_true((d1 > d0 ? d1 - d0 : d0 - d1) < 100000000ull);
-  if (strstr(w.message, "retry backoff would pass the deadline")) {
-    assert_non_null(strstr(w.message, "last attempt: UNAVAILABLE"));
-    sluice_resilience_stats r = stats_of(ch);
-    assert_int_equal(r.total.retries_deadline_denied, 1);
-    sluice_resilience_stats_clear(&r);
-  }
+  /* The second backoff (320-480 ms) starts after ~200 ms: it always
+   * passes the 500 ms deadline, so the retry is refused at once. */
+  assert_non_null(strstr(w.message, "retry backoff would pass the deadline"));
+  assert_non_null(strstr(w.message, "last attempt: UNAVAILABLE"));
+  sluice_resilience_stats r = stats_of(ch);
+  assert_int_equal(r.total.retries_deadline_denied, 1);
+  sluice_resilience_stats_clear(&r);
   sluice_channel_del(ch);
   e2e_wait_destroy(&w);
   rt_free(s);
