@@ -119,15 +119,22 @@ void sluice__sendq_abort(sluice__sendq *q) {
   free_list(q, s);
 }
 
+/* Non-zero when every byte handed to HTTP/2 since the last rewind is
+ * still kept (retained whole, or the sent part of a queued buffer): the
+ * request can be sent again from its start. Under q->mu. */
+static int all_sent_kept(const sluice__sendq *q) {
+  size_t kept = 0;
+  for (const sluice__sendbuf *b = q->sent_head; b; b = b->next)
+    kept += b->len;
+  for (const sluice__sendbuf *b = q->head; b; b = b->next)
+    kept += b->sent;
+  return kept == q->n_sent_bytes;
+}
+
 int sluice__sendq_rewind(sluice__sendq *q) {
   uv_mutex_lock(&q->mu);
   int rv = 0;
-  size_t retained = 0;
-  for (sluice__sendbuf *b = q->sent_head; b; b = b->next)
-    retained += b->len;
-  for (sluice__sendbuf *b = q->head; b; b = b->next)
-    retained += b->sent;
-  if (retained != q->n_sent_bytes) {
+  if (!all_sent_kept(q)) {
     rv = -1;
   } else if (q->sent_head) {
     q->sent_tail->next = q->head;
@@ -223,14 +230,7 @@ static int copy_buf(sluice__sendq *dst, const sluice__sendbuf *b) {
 
 int sluice__sendq_copy(sluice__sendq *dst, sluice__sendq *src) {
   uv_mutex_lock(&src->mu);
-  int rv = 0;
-  size_t kept = 0;
-  for (sluice__sendbuf *b = src->sent_head; b; b = b->next)
-    kept += b->len;
-  for (sluice__sendbuf *b = src->head; b; b = b->next)
-    kept += b->sent;
-  if (kept != src->n_sent_bytes)
-    rv = SLUICE_ERR_STATE;
+  int rv = all_sent_kept(src) ? 0 : SLUICE_ERR_STATE;
   for (sluice__sendbuf *b = src->sent_head; b && rv == 0; b = b->next)
     rv = copy_buf(dst, b);
   for (sluice__sendbuf *b = src->head; b && rv == 0; b = b->next)
