@@ -424,27 +424,42 @@ static int get_codes(jctx *j, const json_t *v, const char *field, int non_empty,
   return 0;
 }
 
-#define POSITIVE_DURATION "must be a positive duration like \"0.1s\""
+static uint32_t clamp32(uint64_t u) {
+  return u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+}
 
-static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
-  json_t *v;
+/* A policy's maxAttempts: an integer > 1, kept whole (clamped to the cap
+ * per call, not here). */
+static int get_attempts(jctx *j, const json_t *o, uint32_t *out) {
+  json_t *v = json_object_get(o, "maxAttempts");
+  uint64_t u;
+  if (!v || get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
+    return jfail(j, "maxAttempts", "must be an integer > 1");
+  *out = (uint32_t)u;
+  return 0;
+}
+
+/* A required duration > 0, in ms. */
+static int get_backoff(jctx *j, const json_t *o, const char *field,
+                       uint32_t *out) {
+  json_t *v = json_object_get(o, field);
   uint64_t u;
   int neg;
+  if (!v || get_duration(v, &neg, &u) != 0 || neg || !u)
+    return jfail(j, field, "must be a positive duration like \"0.1s\"");
+  *out = clamp32(u);
+  return 0;
+}
+
+static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
+  int rv;
   if (!json_is_object(o))
     return jfail(j, "", "must be an object");
-  if (!(v = json_object_get(o, "maxAttempts")) ||
-      get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
-    return jfail(j, "maxAttempts", "must be an integer > 1");
-  p->max_attempts = (uint32_t)u; /* clamped to the cap per call, not here */
-  if (!(v = json_object_get(o, "initialBackoff")) ||
-      get_duration(v, &neg, &u) != 0 || neg || !u)
-    return jfail(j, "initialBackoff", POSITIVE_DURATION);
-  p->initial_backoff_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
-  if (!(v = json_object_get(o, "maxBackoff")) ||
-      get_duration(v, &neg, &u) != 0 || neg || !u)
-    return jfail(j, "maxBackoff", POSITIVE_DURATION);
-  p->max_backoff_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
-  v = json_object_get(o, "backoffMultiplier");
+  if ((rv = get_attempts(j, o, &p->max_attempts)) ||
+      (rv = get_backoff(j, o, "initialBackoff", &p->initial_backoff_ms)) ||
+      (rv = get_backoff(j, o, "maxBackoff", &p->max_backoff_ms)))
+    return rv;
+  json_t *v = json_object_get(o, "backoffMultiplier");
   if (!json_is_number(v) || !(json_number_value(v) > 0))
     return jfail(j, "backoffMultiplier", "must be a number > 0");
   p->backoff_multiplier = json_number_value(v);
@@ -455,18 +470,16 @@ static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
 static int parse_hedging(jctx *j, const json_t *o, sluice_hedging_policy *p) {
   json_t *v;
   uint64_t u;
-  int neg;
+  int neg, rv;
   if (!json_is_object(o))
     return jfail(j, "", "must be an object");
-  if (!(v = json_object_get(o, "maxAttempts")) ||
-      get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
-    return jfail(j, "maxAttempts", "must be an integer > 1");
-  p->max_attempts = (uint32_t)u;
+  if ((rv = get_attempts(j, o, &p->max_attempts)))
+    return rv;
   p->hedging_delay_ms = 0;
   if ((v = json_object_get(o, "hedgingDelay")) && !json_is_null(v)) {
     if (get_duration(v, &neg, &u) != 0 || neg)
       return jfail(j, "hedgingDelay", "must be a duration >= 0 like \"0.05s\"");
-    p->hedging_delay_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+    p->hedging_delay_ms = clamp32(u);
   }
   p->non_fatal_codes = 0;
   if ((v = json_object_get(o, "nonFatalStatusCodes")) && !json_is_null(v))
