@@ -159,6 +159,23 @@ static long entry_index(const sluice__svc_config *c, const char *svc,
   return -1;
 }
 
+/* Appends the entry svc/meth -> mc, taking svc and meth (malloc'd): they
+ * are freed when memory runs out. Returns 0 or SLUICE_ERR_NOMEM. */
+static int entry_add(sluice__svc_config *c, char *svc, char *meth,
+                     const sluice_method_config *mc) {
+  sluice__mc_entry *grown =
+      svc && meth ? realloc(c->entries, (c->n + 1) * sizeof *c->entries) : NULL;
+  if (!grown) {
+    free(svc);
+    free(meth);
+    return SLUICE_ERR_NOMEM;
+  }
+  c->entries = grown;
+  c->entries[c->n++] =
+      (sluice__mc_entry){.service = svc, .method = meth, .mc = *mc};
+  return 0;
+}
+
 int sluice__svc_config_set(sluice__svc_config *c, const char *name,
                            const sluice_method_config *mc, char *err,
                            size_t errlen) {
@@ -179,33 +196,16 @@ int sluice__svc_config_set(sluice__svc_config *c, const char *name,
   if (rv)
     return rv;
   long i = entry_index(c, svc, meth);
-  if (!mc) { /* remove */
-    if (i >= 0) {
-      entry_free(&c->entries[i]);
-      c->entries[i] = c->entries[--c->n];
-    }
-    free(svc);
-    free(meth);
-    return 0;
-  }
-  if (i >= 0) {
-    free(svc);
-    free(meth);
+  if (i < 0 && mc)
+    return entry_add(c, svc, meth, mc);
+  free(svc);
+  free(meth);
+  if (i >= 0 && mc)
     c->entries[i].mc = *mc;
-    return 0;
+  else if (i >= 0) { /* remove */
+    entry_free(&c->entries[i]);
+    c->entries[i] = c->entries[--c->n];
   }
-  sluice__mc_entry *grown =
-      realloc(c->entries, (c->n + 1) * sizeof *c->entries);
-  if (!grown) {
-    free(svc);
-    free(meth);
-    return SLUICE_ERR_NOMEM;
-  }
-  c->entries = grown;
-  c->entries[c->n].service = svc;
-  c->entries[c->n].method = meth;
-  c->entries[c->n].mc = *mc;
-  c->n++;
   return 0;
 }
 
@@ -582,20 +582,8 @@ static int add_names(jctx *j, const json_t *names,
     if (entry_index(c, svc, meth) >= 0)
       return fail(j->err, j->errlen, "%s: duplicate name \"%s%s%s\"", j->path,
                   svc, *meth ? "/" : "", meth);
-    sluice__mc_entry *grown =
-        realloc(c->entries, (c->n + 1) * sizeof *c->entries);
-    if (!grown)
-      return SLUICE_ERR_NOMEM;
-    c->entries = grown;
-    sluice__mc_entry *e = &c->entries[c->n];
-    e->service = strdup(svc);
-    e->method = strdup(meth);
-    e->mc = *mc;
-    if (!e->service || !e->method) {
-      entry_free(e);
-      return SLUICE_ERR_NOMEM;
-    }
-    c->n++;
+    if ((rv = entry_add(c, strdup(svc), strdup(meth), mc)))
+      return rv;
   }
   j->path[len] = 0;
   return 0;
