@@ -631,10 +631,12 @@ static int parse_throttling(jctx *j, const json_t *o, sluice__svc_config *c) {
   return 0;
 }
 
-/* gRPC's policy names and sluice's own, with the strategy each maps to.
+/* gRPC's policy names and sluice's own, with the strategy each maps to;
+ * icase for the deprecated loadBalancingPolicy, whose names are
+ * case-insensitive.
  * pick_first has no sluice equivalent: rr is the closest that keeps every
  * destination in use and the config valid. */
-static const char *lb_map(const char *name) {
+static const char *lb_map(const char *name, int icase) {
   static const struct {
     const char *grpc, *ours;
   } map[] = {{"round_robin", "rr"},
@@ -646,7 +648,7 @@ static const char *lb_map(const char *name) {
              {"bcc", "bcc"},
              {"btc", "btc"}};
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].grpc, name) == 0)
+    if ((icase ? strcasecmp : strcmp)(map[i].grpc, name) == 0)
       return map[i].ours;
   return NULL;
 }
@@ -664,7 +666,7 @@ static int parse_lb(jctx *j, const json_t *list, sluice__svc_config *c) {
     if (!json_is_object(e) || json_object_size(e) != 1)
       return jfail(j, "", "must be an object with exactly one policy name");
     const char *key = json_object_iter_key(json_object_iter((json_t *)e));
-    const char *ours = lb_map(key);
+    const char *ours = lb_map(key, 0);
     if (ours) {
       c->lb_name = ours;
       j->path[0] = 0;
@@ -708,13 +710,7 @@ static int parse_root(jctx *j, const json_t *root, sluice__svc_config *c) {
              !json_is_null(v)) {
     /* the deprecated field, read only without loadBalancingConfig, as
      * gRPC does; its names are case-insensitive */
-    char low[32];
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n && i < sizeof low - 1; i++)
-      low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    low[n < sizeof low - 1 ? n : sizeof low - 1] = 0;
-    if (n >= sizeof low || !(c->lb_name = lb_map(low)))
+    if (!json_is_string(v) || !(c->lb_name = lb_map(json_string_value(v), 1)))
       return jfail(j, "loadBalancingPolicy",
                    "must name a policy sluice knows (" LB_KNOWN ")");
   }

@@ -492,6 +492,17 @@ static void rejections(void **state) {
       {"{\"loadBalancingPolicy\":\"grpclb\"}",
        "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
        "pick_first, least_request, rr, lcc, bcc or btc)"},
+      /* loadBalancingConfig's keys are case-sensitive; a long name is no
+       * name */
+      {"{\"loadBalancingConfig\":[{\"ROUND_ROBIN\":{}}]}",
+       "loadBalancingConfig: names no policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
+      {"{\"loadBalancingPolicy\":\"round_robin_round_robin_round_robin_x\"}",
+       "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
+      {"{\"loadBalancingPolicy\":\"\"}",
+       "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
       {"{\"loadBalancingPolicy\":7}",
        "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
        "pick_first, least_request, rr, lcc, bcc or btc)"},
@@ -594,6 +605,8 @@ static void lb_mapping(void **state) {
       {"{\"loadBalancingConfig\":[{\"btc\":{}},{\"unknown\":{}}]}", "btc"},
       /* the deprecated field, case-insensitive, only without the list */
       {"{\"loadBalancingPolicy\":\"ROUND_ROBIN\"}", "rr"},
+      {"{\"loadBalancingPolicy\":\"Least_Request_Experimental\"}", "lcc"},
+      {"{\"loadBalancingPolicy\":\"BTC\"}", "btc"},
       {"{\"loadBalancingPolicy\":\"round_robin\","
        "\"loadBalancingConfig\":[{\"lcc\":{}}]}",
        "lcc"},
