@@ -1229,13 +1229,21 @@ static void malformed(void **state) {
   for (size_t i = 0; i < depth; i++)
     *p++ = ']';
   strcpy(p, "}");
-  try_parse(deep);
+  parse_bad(deep, NULL);
+  assert_non_null(strstr(err, "service config: invalid JSON"));
   free(deep);
-  /* invalid UTF-8 and an embedded NUL escape are refused */
-  try_parse("{\"healthCheckConfig\":{\"serviceName\":\"\xff\xfe\"}}");
-  try_parse("{\"healthCheckConfig\":{\"serviceName\":\"a\\u0000b\"}}");
-  try_parse("{} trailing");
-  try_parse("\xef\xbb\xbf{}");
+  /* invalid UTF-8, an embedded NUL escape, trailing text and a BOM are
+   * refused by jansson itself */
+  static const char *const not_json[] = {
+      "{\"healthCheckConfig\":{\"serviceName\":\"\xff\xfe\"}}",
+      "{\"healthCheckConfig\":{\"serviceName\":\"a\\u0000b\"}}",
+      "{} trailing",
+      "\xef\xbb\xbf{}",
+  };
+  for (size_t i = 0; i < sizeof not_json / sizeof not_json[0]; i++) {
+    parse_bad(not_json[i], NULL);
+    assert_non_null(strstr(err, "service config: invalid JSON"));
+  }
 }
 
 int main(void) {
