@@ -443,8 +443,12 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
     sluice__sendq_retain_upto(&c->sendq, ch->opts.retry_buffer);
   else if (!sluice_call_kind_streams_requests(m->kind))
     sluice__sendq_retain(&c->sendq); /* replayable on REFUSED_STREAM */
+  /* Saturated as a received grpc-timeout is (sluice__grpc_req_deadline):
+   * a service config allows 10000 years, 2^64 ns is 584. */
   if (timeout_ms)
-    c->deadline_ns = c->start_ns + timeout_ms * 1000000ull;
+    c->deadline_ns = c->start_ns + (timeout_ms > UINT64_MAX / 2 / 1000000ull
+                                        ? UINT64_MAX / 2
+                                        : timeout_ms * 1000000ull);
   if (opts && opts->deadline_ns &&
       (!c->deadline_ns || opts->deadline_ns < c->deadline_ns))
     c->deadline_ns = opts->deadline_ns;

@@ -159,6 +159,23 @@ static long entry_index(const sluice__svc_config *c, const char *svc,
   return -1;
 }
 
+/* Appends the entry svc/meth -> mc, taking svc and meth (malloc'd): they
+ * are freed when memory runs out. Returns 0 or SLUICE_ERR_NOMEM. */
+static int entry_add(sluice__svc_config *c, char *svc, char *meth,
+                     const sluice_method_config *mc) {
+  sluice__mc_entry *grown =
+      svc && meth ? realloc(c->entries, (c->n + 1) * sizeof *c->entries) : NULL;
+  if (!grown) {
+    free(svc);
+    free(meth);
+    return SLUICE_ERR_NOMEM;
+  }
+  c->entries = grown;
+  c->entries[c->n++] =
+      (sluice__mc_entry){.service = svc, .method = meth, .mc = *mc};
+  return 0;
+}
+
 int sluice__svc_config_set(sluice__svc_config *c, const char *name,
                            const sluice_method_config *mc, char *err,
                            size_t errlen) {
@@ -179,33 +196,16 @@ int sluice__svc_config_set(sluice__svc_config *c, const char *name,
   if (rv)
     return rv;
   long i = entry_index(c, svc, meth);
-  if (!mc) { /* remove */
-    if (i >= 0) {
-      entry_free(&c->entries[i]);
-      c->entries[i] = c->entries[--c->n];
-    }
-    free(svc);
-    free(meth);
-    return 0;
-  }
-  if (i >= 0) {
-    free(svc);
-    free(meth);
+  if (i < 0 && mc)
+    return entry_add(c, svc, meth, mc);
+  free(svc);
+  free(meth);
+  if (i >= 0 && mc)
     c->entries[i].mc = *mc;
-    return 0;
+  else if (i >= 0) { /* remove */
+    entry_free(&c->entries[i]);
+    c->entries[i] = c->entries[--c->n];
   }
-  sluice__mc_entry *grown =
-      realloc(c->entries, (c->n + 1) * sizeof *c->entries);
-  if (!grown) {
-    free(svc);
-    free(meth);
-    return SLUICE_ERR_NOMEM;
-  }
-  c->entries = grown;
-  c->entries[c->n].service = svc;
-  c->entries[c->n].method = meth;
-  c->entries[c->n].mc = *mc;
-  c->n++;
   return 0;
 }
 
@@ -424,27 +424,42 @@ static int get_codes(jctx *j, const json_t *v, const char *field, int non_empty,
   return 0;
 }
 
-#define POSITIVE_DURATION "must be a positive duration like \"0.1s\""
+static uint32_t clamp32(uint64_t u) {
+  return u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+}
 
-static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
-  json_t *v;
+/* A policy's maxAttempts: an integer > 1, kept whole (clamped to the cap
+ * per call, not here). */
+static int get_attempts(jctx *j, const json_t *o, uint32_t *out) {
+  json_t *v = json_object_get(o, "maxAttempts");
+  uint64_t u;
+  if (!v || get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
+    return jfail(j, "maxAttempts", "must be an integer > 1");
+  *out = (uint32_t)u;
+  return 0;
+}
+
+/* A required duration > 0, in ms. */
+static int get_backoff(jctx *j, const json_t *o, const char *field,
+                       uint32_t *out) {
+  json_t *v = json_object_get(o, field);
   uint64_t u;
   int neg;
+  if (!v || get_duration(v, &neg, &u) != 0 || neg || !u)
+    return jfail(j, field, "must be a positive duration like \"0.1s\"");
+  *out = clamp32(u);
+  return 0;
+}
+
+static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
+  int rv;
   if (!json_is_object(o))
     return jfail(j, "", "must be an object");
-  if (!(v = json_object_get(o, "maxAttempts")) ||
-      get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
-    return jfail(j, "maxAttempts", "must be an integer > 1");
-  p->max_attempts = (uint32_t)u; /* clamped to the cap per call, not here */
-  if (!(v = json_object_get(o, "initialBackoff")) ||
-      get_duration(v, &neg, &u) != 0 || neg || !u)
-    return jfail(j, "initialBackoff", POSITIVE_DURATION);
-  p->initial_backoff_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
-  if (!(v = json_object_get(o, "maxBackoff")) ||
-      get_duration(v, &neg, &u) != 0 || neg || !u)
-    return jfail(j, "maxBackoff", POSITIVE_DURATION);
-  p->max_backoff_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
-  v = json_object_get(o, "backoffMultiplier");
+  if ((rv = get_attempts(j, o, &p->max_attempts)) ||
+      (rv = get_backoff(j, o, "initialBackoff", &p->initial_backoff_ms)) ||
+      (rv = get_backoff(j, o, "maxBackoff", &p->max_backoff_ms)))
+    return rv;
+  json_t *v = json_object_get(o, "backoffMultiplier");
   if (!json_is_number(v) || !(json_number_value(v) > 0))
     return jfail(j, "backoffMultiplier", "must be a number > 0");
   p->backoff_multiplier = json_number_value(v);
@@ -455,18 +470,16 @@ static int parse_retry(jctx *j, const json_t *o, sluice_retry_policy *p) {
 static int parse_hedging(jctx *j, const json_t *o, sluice_hedging_policy *p) {
   json_t *v;
   uint64_t u;
-  int neg;
+  int neg, rv;
   if (!json_is_object(o))
     return jfail(j, "", "must be an object");
-  if (!(v = json_object_get(o, "maxAttempts")) ||
-      get_uint(v, UINT32_MAX, &u) != 0 || u < 2)
-    return jfail(j, "maxAttempts", "must be an integer > 1");
-  p->max_attempts = (uint32_t)u;
+  if ((rv = get_attempts(j, o, &p->max_attempts)))
+    return rv;
   p->hedging_delay_ms = 0;
   if ((v = json_object_get(o, "hedgingDelay")) && !json_is_null(v)) {
     if (get_duration(v, &neg, &u) != 0 || neg)
       return jfail(j, "hedgingDelay", "must be a duration >= 0 like \"0.05s\"");
-    p->hedging_delay_ms = u > UINT32_MAX ? UINT32_MAX : (uint32_t)u;
+    p->hedging_delay_ms = clamp32(u);
   }
   p->non_fatal_codes = 0;
   if ((v = json_object_get(o, "nonFatalStatusCodes")) && !json_is_null(v))
@@ -569,20 +582,8 @@ static int add_names(jctx *j, const json_t *names,
     if (entry_index(c, svc, meth) >= 0)
       return fail(j->err, j->errlen, "%s: duplicate name \"%s%s%s\"", j->path,
                   svc, *meth ? "/" : "", meth);
-    sluice__mc_entry *grown =
-        realloc(c->entries, (c->n + 1) * sizeof *c->entries);
-    if (!grown)
-      return SLUICE_ERR_NOMEM;
-    c->entries = grown;
-    sluice__mc_entry *e = &c->entries[c->n];
-    e->service = strdup(svc);
-    e->method = strdup(meth);
-    e->mc = *mc;
-    if (!e->service || !e->method) {
-      entry_free(e);
-      return SLUICE_ERR_NOMEM;
-    }
-    c->n++;
+    if ((rv = entry_add(c, strdup(svc), strdup(meth), mc)))
+      return rv;
   }
   j->path[len] = 0;
   return 0;
@@ -630,10 +631,12 @@ static int parse_throttling(jctx *j, const json_t *o, sluice__svc_config *c) {
   return 0;
 }
 
-/* gRPC's policy names and sluice's own, with the strategy each maps to.
+/* gRPC's policy names and sluice's own, with the strategy each maps to;
+ * icase for the deprecated loadBalancingPolicy, whose names are
+ * case-insensitive.
  * pick_first has no sluice equivalent: rr is the closest that keeps every
  * destination in use and the config valid. */
-static const char *lb_map(const char *name) {
+static const char *lb_map(const char *name, int icase) {
   static const struct {
     const char *grpc, *ours;
   } map[] = {{"round_robin", "rr"},
@@ -645,7 +648,7 @@ static const char *lb_map(const char *name) {
              {"bcc", "bcc"},
              {"btc", "btc"}};
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(map[i].grpc, name) == 0)
+    if ((icase ? strcasecmp : strcmp)(map[i].grpc, name) == 0)
       return map[i].ours;
   return NULL;
 }
@@ -663,7 +666,7 @@ static int parse_lb(jctx *j, const json_t *list, sluice__svc_config *c) {
     if (!json_is_object(e) || json_object_size(e) != 1)
       return jfail(j, "", "must be an object with exactly one policy name");
     const char *key = json_object_iter_key(json_object_iter((json_t *)e));
-    const char *ours = lb_map(key);
+    const char *ours = lb_map(key, 0);
     if (ours) {
       c->lb_name = ours;
       j->path[0] = 0;
@@ -707,13 +710,7 @@ static int parse_root(jctx *j, const json_t *root, sluice__svc_config *c) {
              !json_is_null(v)) {
     /* the deprecated field, read only without loadBalancingConfig, as
      * gRPC does; its names are case-insensitive */
-    char low[32];
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n && i < sizeof low - 1; i++)
-      low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    low[n < sizeof low - 1 ? n : sizeof low - 1] = 0;
-    if (n >= sizeof low || !(c->lb_name = lb_map(low)))
+    if (!json_is_string(v) || !(c->lb_name = lb_map(json_string_value(v), 1)))
       return jfail(j, "loadBalancingPolicy",
                    "must name a policy sluice knows (" LB_KNOWN ")");
   }

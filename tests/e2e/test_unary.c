@@ -208,6 +208,33 @@ static void test_peer_and_deadline(void **state) {
   assert_true(deadline <= opts.deadline_ns + 1000000000ull);
   assert_true(deadline + 10ull * 1000000000ull > opts.deadline_ns);
   sluice_channel_del(ch);
+
+  /* A timeout too long for nanoseconds in 64 bits (2^64 ns is about 584
+   * years) stays far away instead of wrapping: 18446744074 s, from the
+   * service config or the call's options, once became about 0.3 s. */
+  sluice_channel_opts *o;
+  assert_int_equal(sluice_channel_opts_new(&o), 0);
+  assert_int_equal(sluice_channel_opts_set_service_config(
+                       o, "{\"methodConfig\":[{\"name\":[{}],"
+                          "\"timeout\":\"18446744074s\"}]}"),
+                   0);
+  ch = e2e_channel(s, o);
+  sluice_channel_opts_del(o);
+  for (int i = 0; i < 2; i++) {
+    sluice_call_opts_init(&opts);
+    opts.timeout_ms = i ? UINT64_C(18446744074000) : 0;
+    before = sluice_now_ns();
+    resp = NULL;
+    assert_int_equal(
+        e2e__echo__echo__blocking(ch, &req, &resp, i ? &opts : NULL, NULL),
+        SLUICE_STATUS_OK);
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    pthread_mutex_lock(&s->mu);
+    deadline = s->last_deadline;
+    pthread_mutex_unlock(&s->mu);
+    assert_true(deadline > before + 365ull * 86400ull * 1000000000ull);
+  }
+  sluice_channel_del(ch);
 }
 
 static void test_error_status_message(void **state) {

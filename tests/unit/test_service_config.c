@@ -492,6 +492,17 @@ static void rejections(void **state) {
       {"{\"loadBalancingPolicy\":\"grpclb\"}",
        "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
        "pick_first, least_request, rr, lcc, bcc or btc)"},
+      /* loadBalancingConfig's keys are case-sensitive; a long name is no
+       * name */
+      {"{\"loadBalancingConfig\":[{\"ROUND_ROBIN\":{}}]}",
+       "loadBalancingConfig: names no policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
+      {"{\"loadBalancingPolicy\":\"round_robin_round_robin_round_robin_x\"}",
+       "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
+      {"{\"loadBalancingPolicy\":\"\"}",
+       "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
+       "pick_first, least_request, rr, lcc, bcc or btc)"},
       {"{\"loadBalancingPolicy\":7}",
        "loadBalancingPolicy: must name a policy sluice knows (round_robin, "
        "pick_first, least_request, rr, lcc, bcc or btc)"},
@@ -594,6 +605,8 @@ static void lb_mapping(void **state) {
       {"{\"loadBalancingConfig\":[{\"btc\":{}},{\"unknown\":{}}]}", "btc"},
       /* the deprecated field, case-insensitive, only without the list */
       {"{\"loadBalancingPolicy\":\"ROUND_ROBIN\"}", "rr"},
+      {"{\"loadBalancingPolicy\":\"Least_Request_Experimental\"}", "lcc"},
+      {"{\"loadBalancingPolicy\":\"BTC\"}", "btc"},
       {"{\"loadBalancingPolicy\":\"round_robin\","
        "\"loadBalancingConfig\":[{\"lcc\":{}}]}",
        "lcc"},
@@ -1216,13 +1229,21 @@ static void malformed(void **state) {
   for (size_t i = 0; i < depth; i++)
     *p++ = ']';
   strcpy(p, "}");
-  try_parse(deep);
+  parse_bad(deep, NULL);
+  assert_non_null(strstr(err, "service config: invalid JSON"));
   free(deep);
-  /* invalid UTF-8 and an embedded NUL escape are refused */
-  try_parse("{\"healthCheckConfig\":{\"serviceName\":\"\xff\xfe\"}}");
-  try_parse("{\"healthCheckConfig\":{\"serviceName\":\"a\\u0000b\"}}");
-  try_parse("{} trailing");
-  try_parse("\xef\xbb\xbf{}");
+  /* invalid UTF-8, an embedded NUL escape, trailing text and a BOM are
+   * refused by jansson itself */
+  static const char *const not_json[] = {
+      "{\"healthCheckConfig\":{\"serviceName\":\"\xff\xfe\"}}",
+      "{\"healthCheckConfig\":{\"serviceName\":\"a\\u0000b\"}}",
+      "{} trailing",
+      "\xef\xbb\xbf{}",
+  };
+  for (size_t i = 0; i < sizeof not_json / sizeof not_json[0]; i++) {
+    parse_bad(not_json[i], NULL);
+    assert_non_null(strstr(err, "service config: invalid JSON"));
+  }
 }
 
 int main(void) {
