@@ -29,6 +29,10 @@ import shutil
 import subprocess
 import sys
 
+# The testbed report's helpers (report.py, next to this file; the script's
+# directory is on sys.path when it runs).
+from report import fmt_ms as fms, last_dump, mean  # noqa: E402
+
 KINDS = ["breaker", "early_drop", "deadline_refusal", "timeout", "other"]
 STATIC = ["cb-t1", "cb-t2", "cb-t3", "cb-all"]
 
@@ -39,19 +43,6 @@ def load_json(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-def last_dump(path):
-    last = None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    last = json.loads(line)
-                except ValueError:
-                    pass
-    return last
 
 
 def tier_of(name):
@@ -139,11 +130,6 @@ def cell_line(cell, f1, f2):
              r["tier_ratio"][1], r["tier_ratio"][2], r["retries"]))
 
 
-def mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
-
-
 def spread(xs, fmt):
     xs = [x for x in xs if x is not None]
     if not xs:
@@ -159,10 +145,6 @@ def f0(x):
 
 def f2(x):
     return "%.2f" % x
-
-
-def fms(x):
-    return "%.1f" % x if x >= 10 else "%.2f" % x
 
 
 def mean_cdf(cdfs):
