@@ -25,13 +25,12 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 # The testbed report's helpers (report.py, next to this file; the script's
 # directory is on sys.path when it runs).
-from report import fmt_ms as fms, last_dump, mean  # noqa: E402
+from report import fmt_ms as fms, gnuplot_terminal, last_dump, mean  # noqa: E402
 
 KINDS = ["breaker", "early_drop", "deadline_refusal", "timeout", "other"]
 STATIC = ["cb-t1", "cb-t2", "cb-t3", "cb-all"]
@@ -371,12 +370,9 @@ def report(raw, out, date):
                 f.write("\n\n")
                 cdf_index[(sc, load, what)] = idx
                 idx += 1
-    if shutil.which("gnuplot"):
-        terms = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
-        if "pngcairo" in terms.stdout + terms.stderr:
-            term, ext = "pngcairo size 900,560 font 'sans,10'", "png"
-        else:
-            term, ext = "svg size 900,560", "svg"
+    gp = gnuplot_terminal("900,560")
+    if gp:
+        term, ext = gp
 
         def plot(name, title, xlabel, ylabel, series, extra=""):
             if not series:
