@@ -518,18 +518,23 @@ static int parse_pair(const char *v, unsigned long *a, double *b) {
     return -1;
   errno = 0;
   *a = strtoul(v, &end, 10);
-  if (errno != 0 || *end != ',' || end[1] < '0' || end[1] > '9')
+  if (errno != 0 || *a > UINT32_MAX || *end != ',' || end[1] < '0' ||
+      end[1] > '9')
     return -1;
   const char *p = end + 1;
   *b = strtod(p, &end);
-  return errno != 0 || *end != '\0' ? -1 : 0;
+  /* Both end up in uint32_t fields: larger values would wrap. */
+  return errno != 0 || *end != '\0' || !(*b <= UINT32_MAX) ? -1 : 0;
 }
 
-/* "PCT,MIN" (PCT may have a fraction). Returns 0 or -1. */
+/* "PCT,MIN" (PCT may have a fraction; MIN a count up to UINT32_MAX).
+ * Returns 0 or -1. */
 static int parse_pct_min(const char *v, double *pct, unsigned long *min) {
   int used = 0;
-  if (v == NULL || sscanf(v, "%lf,%lu%n", pct, min, &used) != 2 ||
-      v[used] != '\0')
+  const char *comma = v != NULL ? strchr(v, ',') : NULL;
+  if (comma == NULL || comma[1] < '0' || comma[1] > '9' ||
+      sscanf(v, "%lf,%lu%n", pct, min, &used) != 2 || v[used] != '\0' ||
+      *min > UINT32_MAX)
     return -1;
   return 0;
 }

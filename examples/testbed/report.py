@@ -237,6 +237,18 @@ def slowest_drop_layer(agg):
     return best
 
 
+def gnuplot_terminal(size):
+    """(terminal, file extension) for plots of size "W,H": pngcairo when
+    gnuplot has it, else SVG; None without gnuplot."""
+    if not shutil.which("gnuplot"):
+        return None
+    terms = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True,
+                           text=True)
+    if "pngcairo" in terms.stdout + terms.stderr:
+        return "pngcairo size %s font 'sans,10'" % size, "png"
+    return "svg size %s" % size, "svg"
+
+
 def fmt_ms(x):
     return "%.1f" % x if x >= 10 else "%.2f" % x
 
@@ -591,14 +603,9 @@ def report(raw, out, date):
                            min(good), max(good), min(p99), max(p99), len(rs)))
             f.write("\n\n")
     plots = []
-    if shutil.which("gnuplot"):
-        terms = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True,
-                               text=True)
-        listing = terms.stdout + terms.stderr
-        if "pngcairo" in listing:
-            term, ext = "pngcairo size 800,500 font 'sans,10'", "png"
-        else:
-            term, ext = "svg size 800,500", "svg"
+    gp = gnuplot_terminal("800,500")
+    if gp:
+        term, ext = gp
         for what, col, lo, hi, ylabel, extra in (
                 ("p99", 5, 10, 11, "p99 latency of successful calls (ms)", "set logscale y\n"),
                 ("goodput", 3, 8, 9, "goodput (calls/s)",

@@ -92,8 +92,9 @@ DATE=${DATE:-$(date +%F)}
 KEEP_RAW=${KEEP_RAW:-1}
 MAX_MINUTES=${MAX_MINUTES:-20}
 
-log() { printf '[resilience %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+LOG_TAG=resilience
+# shellcheck source=examples/testbed/chain_lib.sh
+. "$ROOT/examples/testbed/chain_lib.sh"
 
 [ -x "$LAYER" ] && [ -x "$BENCH" ] && [ -x "$GENBIN" ] ||
   die "$LAYER, $GENBIN or $BENCH missing: build first (make bench-resilience)"
@@ -102,68 +103,19 @@ command -v python3 >/dev/null || die "python3 is needed for the report"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/resilience.XXXXXX")
 RAW=$OUT/resilience-$DATE-raw
-PIDS=()
-GEN_PIDS=()
-STARTS=0
 T_START=$SECONDS
-
-# Every process started here is stopped at exit, whatever happens: the
-# layers (PIDS) and any generator still running (GEN_PIDS), by their ids.
-stop_pids() {
-  local sig=${1:-TERM} p
-  for p in "${PIDS[@]}"; do kill -"$sig" "$p" 2>/dev/null || true; done
-}
-wait_pids() { # bounded: $1 seconds, then SIGKILL
-  local deadline=$((SECONDS + $1)) p alive
-  while :; do
-    alive=0
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
-    if [ $SECONDS -ge $deadline ]; then
-      log "some layers did not stop in $1 s: SIGKILL"
-      stop_pids KILL
-      break
-    fi
-    sleep 0.1
-  done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-cleanup() {
-  trap - EXIT INT TERM
-  local p
-  for p in "${GEN_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  if [ ${#PIDS[@]} -gt 0 ]; then
-    stop_pids TERM
-    wait_pids 5
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM
+chain_traps
 
 # start_layer NAME WORKERS SERVICE_US [NEXT [ARGS...]]: sets PORT.
 start_layer() {
-  local name=$1 w=$2 us=$3 next=${4:-} out
+  local name=$1 w=$2 us=$3 next=${4:-}
   shift 3
   [ $# -gt 0 ] && shift
-  STARTS=$((STARTS + 1))
-  out=$WORK/$STARTS-$name
   local args=(--port 0 --workers "$w" --service-us "$us" --name "$name"
               --threads 1 --stats "$CELL/layer-$name.json"
               --shutdown-grace-ms 300)
   [ -n "$next" ] && args+=(--next "ipv4:$next" "$@")
-  "$LAYER" "${args[@]}" >"$out.stdout" 2>"$out.stderr" &
-  PIDS+=($!)
-  local deadline=$((SECONDS + 5))
-  while ! grep -q '^listening on' "$out.stdout" 2>/dev/null; do
-    kill -0 "${PIDS[-1]}" 2>/dev/null ||
-      die "$name exited: $(cat "$out.stderr")"
-    [ $SECONDS -lt $deadline ] || die "$name did not listen within 5 s"
-    sleep 0.05
-  done
-  PORT=$(awk '/^listening on/ {print $3; exit}' "$out.stdout")
-  [ -n "$PORT" ] || die "$name: no port in $(cat "$out.stdout")"
+  launch_layer "$name" "${args[@]}"
 }
 
 # The default scenario's service config (gRPC JSON), for every tier.
@@ -226,11 +178,6 @@ start_chain() {
   read -r w us <<<"$T1"
   start_layer t1 "$w" "$us" "$ports" --fanout "$F1" --fanout-mode "$FANOUT_MODE" "${a[@]}"
   GW_PORT=$PORT
-}
-
-stop_chain() {
-  stop_pids TERM
-  wait_pids 10
 }
 
 REQ=$WORK/request.bin

@@ -25,9 +25,12 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
+
+# The testbed report's helpers (report.py, next to this file; the script's
+# directory is on sys.path when it runs).
+from report import fmt_ms as fms, gnuplot_terminal, last_dump, mean  # noqa: E402
 
 KINDS = ["breaker", "early_drop", "deadline_refusal", "timeout", "other"]
 STATIC = ["cb-t1", "cb-t2", "cb-t3", "cb-all"]
@@ -39,19 +42,6 @@ def load_json(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-def last_dump(path):
-    last = None
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    last = json.loads(line)
-                except ValueError:
-                    pass
-    return last
 
 
 def tier_of(name):
@@ -139,11 +129,6 @@ def cell_line(cell, f1, f2):
              r["tier_ratio"][1], r["tier_ratio"][2], r["retries"]))
 
 
-def mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
-
-
 def spread(xs, fmt):
     xs = [x for x in xs if x is not None]
     if not xs:
@@ -159,10 +144,6 @@ def f0(x):
 
 def f2(x):
     return "%.2f" % x
-
-
-def fms(x):
-    return "%.1f" % x if x >= 10 else "%.2f" % x
 
 
 def mean_cdf(cdfs):
@@ -389,12 +370,9 @@ def report(raw, out, date):
                 f.write("\n\n")
                 cdf_index[(sc, load, what)] = idx
                 idx += 1
-    if shutil.which("gnuplot"):
-        terms = subprocess.run(["gnuplot", "-e", "set terminal"], capture_output=True, text=True)
-        if "pngcairo" in terms.stdout + terms.stderr:
-            term, ext = "pngcairo size 900,560 font 'sans,10'", "png"
-        else:
-            term, ext = "svg size 900,560", "svg"
+    gp = gnuplot_terminal("900,560")
+    if gp:
+        term, ext = gp
 
         def plot(name, title, xlabel, ylabel, series, extra=""):
             if not series:

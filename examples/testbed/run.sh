@@ -65,8 +65,9 @@ case $OUT in /*) ;; *) OUT=$ROOT/$OUT ;; esac
 DATE=${DATE:-$(date +%F)}
 KEEP_RAW=${KEEP_RAW:-1}
 
-log() { printf '[testbed %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+LOG_TAG=testbed
+# shellcheck source=examples/testbed/chain_lib.sh
+. "$ROOT/examples/testbed/chain_lib.sh"
 
 [ -x "$LAYER" ] && [ -x "$GENBIN" ] ||
   die "$LAYER or $GENBIN missing: build first (make bench-testbed)"
@@ -94,63 +95,15 @@ done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/testbed.XXXXXX")
 RAW=$OUT/testbed-$DATE-raw
-PIDS=()
-STARTS=0
+chain_traps
 
-# Every process started here is stopped at exit, whatever happens.
-stop_pids() {
-  local sig=${1:-TERM} p
-  for p in "${PIDS[@]}"; do kill -"$sig" "$p" 2>/dev/null || true; done
-}
-wait_pids() { # bounded: $1 seconds, then SIGKILL
-  local deadline=$((SECONDS + $1)) p alive
-  while :; do
-    alive=0
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
-    if [ $SECONDS -ge $deadline ]; then
-      log "some layers did not stop in $1 s: SIGKILL"
-      stop_pids KILL
-      break
-    fi
-    sleep 0.1
-  done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
-cleanup() {
-  trap - EXIT INT TERM
-  if [ ${#PIDS[@]} -gt 0 ]; then
-    stop_pids TERM
-    wait_pids 5
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'log interrupted; exit 130' INT TERM
-
-# start_layer NAME IDX WORKERS SERVICE_US LB [NEXT]: sets PORT (not run in
-# a subshell, so that PIDS keeps the process).
+# start_layer NAME IDX WORKERS SERVICE_US LB [NEXT]: sets PORT.
 start_layer() {
-  local name=$1 idx=$2 w=$3 us=$4 lb=$5 next=${6:-} out
-  # A fresh file per start: the redirection truncates only once the child
-  # runs, so a reused file could still show the previous chain's port.
-  STARTS=$((STARTS + 1))
-  out=$WORK/$STARTS-$name$idx
+  local name=$1 idx=$2 w=$3 us=$4 lb=$5 next=${6:-}
   local args=(--port 0 --workers "$w" --service-us "$us" --name "$name$idx"
               --threads 1 --stats "$CELL/layer-$name$idx.json")
   [ -n "$next" ] && args+=(--next "ipv4:$next" --lb "$lb")
-  "$LAYER" "${args[@]}" >"$out.stdout" 2>"$out.stderr" &
-  PIDS+=($!)
-  local deadline=$((SECONDS + 5))
-  while ! grep -q '^listening on' "$out.stdout" 2>/dev/null; do
-    kill -0 "${PIDS[-1]}" 2>/dev/null ||
-      die "$name$idx exited: $(cat "$out.stderr")"
-    [ $SECONDS -lt $deadline ] || die "$name$idx did not listen within 5 s"
-    sleep 0.05
-  done
-  PORT=$(awk '/^listening on/ {print $3; exit}' "$out.stdout")
-  [ -n "$PORT" ] || die "$name$idx: no port in $(cat "$out.stdout")"
+  launch_layer "$name$idx" "${args[@]}"
 }
 
 count_of() { # count_of NAME: instances of a layer
@@ -186,11 +139,6 @@ start_chain() {
     next=$ports
   done
   GW_PORT=${next#127.0.0.1:}
-}
-
-stop_chain() {
-  stop_pids TERM
-  wait_pids 10
 }
 
 REQ=$WORK/request.bin

@@ -29,15 +29,8 @@ SAY_HELLO = "/helloworld.Greeter/SayHello"
 
 def load_helloworld(proto=None, protoc=None):
     """Generates and imports helloworld_pb2; returns the module."""
-    proto = os.path.abspath(proto or os.environ.get("HELLOWORLD_PROTO")
-                            or DEFAULT_PROTO)
-    protoc = protoc or os.environ.get("PROTOC") or "protoc"
-    out = tempfile.mkdtemp(prefix="sluice-interop-")
-    atexit.register(shutil.rmtree, out, True)
-    subprocess.run([protoc, "-I", os.path.dirname(proto), "--python_out",
-                    out, proto], check=True, timeout=60)
-    sys.path.insert(0, out)
-    return importlib.import_module("helloworld_pb2")
+    return load_pb2(proto or os.environ.get("HELLOWORLD_PROTO")
+                    or DEFAULT_PROTO, protoc)
 
 
 def load_pb2(proto, protoc=None):
@@ -179,6 +172,37 @@ def add_port(server, address, creds):
                 else server.add_insecure_port(address))
     except RuntimeError:
         return 0
+
+
+def serve(handlers, host, port, threads, creds, grace_s):
+    """The peers' server main loop: a grpcio server with handlers (generic
+    handlers) and threads handler threads on host:port (an IPv6 literal gets
+    its brackets), TLS with creds (from server_credentials()) or plaintext
+    when None. Prints "listening on <port>" once it accepts, serves until
+    SIGTERM or SIGINT, then stops with grace_s s of grace. Returns 0, or 1
+    (after saying why on stderr) when it cannot listen."""
+    import concurrent.futures
+    import threading
+    import grpc
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=threads),
+        handlers=tuple(handlers), maximum_concurrent_rpcs=None)
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    bound = add_port(server, "%s:%d" % (host, port), creds)
+    if bound == 0:
+        print("cannot listen on %s:%d" % (host, port), file=sys.stderr)
+        return 1
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server.start()
+    print("listening on %d" % bound, flush=True)
+    while not stop.wait(3600):
+        pass
+    server.stop(grace_s).wait()
+    return 0
 
 
 def client_channel(ap, args, target, options=()):

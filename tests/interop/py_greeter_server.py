@@ -16,11 +16,8 @@ only (grpc.ssl_server_credentials from the PEM files of --tls_cert and
 """
 
 import argparse
-import concurrent.futures
 import os
-import signal
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,29 +66,8 @@ def main():
             request_deserializer=pb.HelloRequest.FromString,
             response_serializer=pb.HelloReply.SerializeToString),
     })
-    workers = args.threads or 64
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(max_workers=workers),
-        handlers=(handler,), maximum_concurrent_rpcs=None)
-    host = args.host
-    if ":" in host and not host.startswith("["):
-        host = "[%s]" % host
-    port = interop_common.add_port(server, "%s:%d" % (host, args.port),
-                                   creds)
-    if port == 0:
-        print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
-        return 1
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-
-    server.start()
-    print("listening on %d" % port, flush=True)
-    while not stop.wait(3600):
-        pass
-    server.stop(GRACE_S).wait()
-    return 0
+    return interop_common.serve((handler,), args.host, args.port,
+                                args.threads or 64, creds, GRACE_S)
 
 
 if __name__ == "__main__":

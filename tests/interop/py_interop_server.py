@@ -36,15 +36,12 @@ What a grpcio server cannot do, and so does not:
 
 import argparse
 import atexit
-import concurrent.futures
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
 
@@ -292,27 +289,8 @@ def main():
 
     pb = load_testing_protos(args.proto_dir, args.protoc)
     service = TestService(pb)
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(max_workers=args.threads),
-        handlers=(service.handler,), maximum_concurrent_rpcs=None)
-    host = args.host
-    if ":" in host and not host.startswith("["):
-        host = "[%s]" % host
-    port = ic.add_port(server, "%s:%d" % (host, args.port), creds)
-    if port == 0:
-        print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
-        return 1
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-
-    server.start()
-    print("listening on %d" % port, flush=True)
-    while not stop.wait(3600):
-        pass
-    server.stop(GRACE_S).wait()
-    return 0
+    return ic.serve((service.handler,), args.host, args.port, args.threads,
+                    creds, GRACE_S)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,7 @@ one) and stops on SIGINT/SIGTERM. Exits 77 when grpc cannot be imported.
 """
 
 import argparse
-import concurrent.futures
 import os
-import signal
 import sys
 import threading
 import time
@@ -199,26 +197,8 @@ def main():
             observe, request_deserializer=pb.ObserveRequest.FromString,
             response_serializer=pb.Report.SerializeToString),
     })
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(max_workers=args.threads or 64),
-        handlers=(handler,), maximum_concurrent_rpcs=None)
-    host = args.host
-    if ":" in host and not host.startswith("["):
-        host = "[%s]" % host
-    port = interop_common.add_port(server, "%s:%d" % (host, args.port), None)
-    if port == 0:
-        print("cannot listen on %s:%d" % (host, args.port), file=sys.stderr)
-        return 1
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    server.start()
-    print("listening on %d" % port, flush=True)
-    while not stop.wait(3600):
-        pass
-    server.stop(GRACE_S).wait()
-    return 0
+    return interop_common.serve((handler,), args.host, args.port,
+                                args.threads or 64, None, GRACE_S)
 
 
 if __name__ == "__main__":
