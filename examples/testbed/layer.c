@@ -734,10 +734,13 @@ int main(int argc, char **argv) {
 
   if (next != NULL) {
     sluice_channel_opts *co = NULL;
-    if ((rc = sluice_channel_opts_new(&co)) != 0 ||
-        (rc = sluice_channel_opts_set_lb(co, L.lb)) != 0 ||
-        (rc = apply_resil(co, prog, &R)) != 0 ||
-        (rc = sluice_channel_new(&L.ch, next, co)) != 0) {
+    if ((rc = sluice_channel_opts_new(&co)) == 0 &&
+        (rc = sluice_channel_opts_set_lb(co, L.lb)) == 0 &&
+        apply_resil(co, prog, &R) != 0) { /* it said why */
+      sluice_channel_opts_del(co);
+      return 2;
+    }
+    if (rc != 0 || (rc = sluice_channel_new(&L.ch, next, co)) != 0) {
       fprintf(stderr, "%s: cannot create the channel to %s (lb %s): %s\n", prog,
               next, L.lb, sluice_strerror(rc));
       sluice_channel_opts_del(co);

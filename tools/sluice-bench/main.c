@@ -356,6 +356,8 @@ static int parse_args(int argc, char **argv, config *c) {
     fprintf(stderr, "%s: --target is required\n", prog);
     return -1;
   }
+  if (c->cdf && !c->json)
+    fprintf(stderr, "%s: --cdf has no effect without --json\n", prog);
   if (!c->method)
     c->method = c->bidi ? DEFAULT_BIDI_METHOD : DEFAULT_METHOD;
   if (c->method[0] != '/' || !strchr(c->method + 1, '/')) {
