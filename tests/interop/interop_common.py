@@ -283,6 +283,22 @@ def _die_with_parent():
         pass
 
 
+_SETPRIV = shutil.which("setpriv")
+
+
+def spawn_args(cmd):
+    """The command and Popen keyword arguments for a child that dies with
+    this process. util-linux's setpriv sets the parent-death signal, so no
+    preexec_fn runs between fork and exec: without one CPython spawns with
+    vfork, which runs no fork handlers. grpcio's (this process has grpc
+    threads) sometimes abort the forked child before it reaches exec
+    ("thd.h: assertion failed"), and the peer then seems to crash at
+    start-up. Without setpriv: the preexec_fn, as before."""
+    if _SETPRIV:
+        return [_SETPRIV, "--pdeathsig", "KILL", "--"] + list(cmd), {}
+    return list(cmd), {"preexec_fn": _die_with_parent}
+
+
 def command_for(path):
     """A .py peer runs under this interpreter; anything else is executed."""
     return [sys.executable, path] if path.endswith(".py") else [path]
@@ -315,9 +331,9 @@ class Server:
 
     def __init__(self, cmd, startup_timeout=15.0):
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
+        argv, kw = spawn_args(cmd)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, **kw)
         _children.append(self.proc)
         self.port = self._read_port(startup_timeout)
 
@@ -381,9 +397,9 @@ class Server:
 
 def run(cmd, timeout=30.0):
     """Runs a client to completion; returns CompletedProcess (text)."""
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout,
-                          preexec_fn=_die_with_parent)
+    argv, kw = spawn_args(cmd)
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout, **kw)
 
 
 class Checks:

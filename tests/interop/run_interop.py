@@ -145,8 +145,8 @@ def main():
             client_cmd += ["--test_case", "all"]
         print("client: %s" % " ".join(client_cmd), flush=True)
         t1 = time.monotonic()
-        client = subprocess.Popen(client_cmd, stdin=subprocess.DEVNULL,
-                                  preexec_fn=ic._die_with_parent)
+        argv, kw = ic.spawn_args(client_cmd)
+        client = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
         ic._children.append(client)
         try:
             rc = client.wait(opts["client_timeout"])
