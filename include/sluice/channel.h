@@ -222,6 +222,10 @@ typedef struct sluice_call_opts {
   /** Non-zero: this call is never retried or hedged (transparent retries
    * of streams the server never saw still happen). */
   int no_retry;
+  /** The server call whose handler makes this call, set by
+   * sluice_call_opts_set_parent() (borrowed; read while the function
+   * starting the call runs); NULL: none. */
+  const struct sluice_server_call *parent;
 } sluice_call_opts;
 
 /** Fills the first struct_size bytes of o with "no options" and records
@@ -242,13 +246,22 @@ static inline void sluice_call_opts_init(sluice_call_opts *o) {
 }
 
 struct sluice_server_call;
-/** Deadline propagation: the outgoing call gets (at most) the remaining
- * deadline of parent, the server call whose handler is making it; nothing
- * changes when parent has no deadline. It sets o->deadline_ns to the
- * parent's deadline unless o already has an earlier one.
+/** Links the outgoing call to parent, the server call whose handler is
+ * making it (o->parent):
+ * - deadline propagation: the call gets (at most) the parent's remaining
+ *   deadline; o->deadline_ns is set to it unless o already has an earlier
+ *   one (nothing changes when parent has no deadline);
+ * - back-pressure through a chain: when the call starts, the channel's
+ *   present back-pressure goes to the parent's server
+ *   (sluice_server_call_report_downstream()), which tells its own clients;
+ *   the channel counts as inside a chain from then on: it passes the
+ *   pressure its destinations report up instead of acting on it, and a
+ *   call every destination refuses (at its limit) waits briefly for one
+ *   instead of being dropped, so the edge of the chain drops, before any
+ *   work is done (docs/flow-control.md, "Back-pressure through a chain").
  * @param o the options of the outgoing call; NULL is ignored
- * @param parent the server call (valid until it is finished); NULL is
- *   ignored */
+ * @param parent the server call, not yet finished when the call is
+ *   started; NULL is ignored */
 SLUICE_API void
 sluice_call_opts_set_parent(sluice_call_opts *o,
                             const struct sluice_server_call *parent);

@@ -209,7 +209,15 @@ SLUICE_API int sluice_server_opts_set_codel(sluice_server_opts *o,
  *                      window (0 until the first window has passed),
  *     named_metrics    "queue_ms": mean queue time of the calls that left
  *                      the queue in the last window (0 without limits),
- *                      "in_flight": calls in flight now.
+ *                      "in_flight": calls in flight now,
+ *                      "downstream": how hard the services the handlers
+ *                      call push back, 0..1 (sluice_server_call_report_
+ *                      downstream(); sent for a second after the last
+ *                      figure). A sluice client at the edge of a chain
+ *                      reads it as the server's utilization, so it sheds
+ *                      what the chain's bottleneck cannot take
+ *                      (docs/flow-control.md, "Back-pressure through a
+ *                      chain").
  *
  * Clients that do not know the trailer ignore it.
  * @param o the options
@@ -568,6 +576,26 @@ SLUICE_API int sluice_server_call_add_trailing_metadata(
  *   sent none); NULL for a NULL call */
 SLUICE_API const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call);
+/** Tells the server how hard the services this call's handler depends on
+ * push back now: 0 free, 1 at their limits (they refuse or queue calls).
+ * The server's load report carries it (named metric "downstream", see
+ * sluice_server_opts_set_load_report()), so the back-pressure of a chain's
+ * bottleneck reaches the chain's edge, which drops early what cannot be
+ * served instead of every tier doing part of the work. sluice channels
+ * call it themselves for every call started with
+ * sluice_call_opts_set_parent(call); an application that depends on other
+ * back-ends (a database pool, a non-sluice client) may report their
+ * pressure the same way. The last figure of any call of the server wins;
+ * it lapses after a second without one. Any thread, until the call is
+ * freed (its finish).
+ * @param call the call whose handler depends on the downstream service
+ * @param pressure 0..1; values outside are clamped
+ * @retval 0 noted
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL or pressure is NaN */
+SLUICE_API int
+sluice_server_call_report_downstream(const sluice_server_call *call,
+                                     double pressure);
+
 /** Absolute deadline on sluice_now_ns()'s clock. Any thread.
  * @param call the call
  * @return the deadline in ns; 0 when the client sent none, or for NULL */

@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/call_int.h"
+#include "sluice/server.h"
 #include "transport/message.h"
 #include "wire/final_status.h"
 
@@ -203,6 +204,7 @@ static int breaker_open(sluice_call *c) {
   }
   if (!name)
     return 0;
+  sluice__picker_note_refusal(&ch->picker);
   char msg[160];
   snprintf(msg, sizeof msg,
            "circuit breaker %s (%" PRIu32 ") is open: nothing was sent", name,
@@ -222,6 +224,7 @@ static void start_on_loop(sluice__task *t) {
   size_t q = sluice__sendq_queued(&c->sendq);
   a->pick.lbc.size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
   a->pick.lbc.deadline_ns = c->deadline_ns;
+  a->pick.lbc.child = c->child;
   /* A hedge copies the whole request when it goes: only a request that is
    * complete when the call starts can be hedged. */
   if (c->hp && !sluice__sendq_is_closed(&c->sendq)) {
@@ -452,6 +455,16 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
   if (opts && opts->deadline_ns &&
       (!c->deadline_ns || opts->deadline_ns < c->deadline_ns))
     c->deadline_ns = opts->deadline_ns;
+
+  /* Inside a chain: the parent's server tells its clients how hard this
+   * channel is pushed back now (read on this thread: the parent is only
+   * known to be alive here). */
+  if (opts && opts->parent) {
+    c->child = 1;
+    double pressure = sluice__picker_pressure(&ch->picker);
+    if (pressure >= 0)
+      sluice_server_call_report_downstream(opts->parent, pressure);
+  }
 
   if (opts && opts->metadata && sluice_metadata_count(opts->metadata)) {
     if (sluice_metadata_new(&c->send_md) != 0)

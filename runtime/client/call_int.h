@@ -119,13 +119,14 @@ struct sluice_call {
     sluice_retry_policy rp;
     sluice_hedging_policy hp;
   } own;
-  unsigned max_attempts;   /* the policy's, clamped to the cap */
-  unsigned n_tries;        /* attempts made, replays not counted */
-  unsigned backoff_n;      /* retries since the last pushback */
-  unsigned n_live;         /* attempts picking or on a stream */
-  uint32_t path_id;        /* the picker's, for per-method counters */
-  int counted;             /* in the channel's active calls */
-  int in_retry;            /* in the channel's calls in retry */
+  unsigned max_attempts; /* the policy's, clamped to the cap */
+  unsigned n_tries;      /* attempts made, replays not counted */
+  unsigned backoff_n;    /* retries since the last pushback */
+  unsigned n_live;       /* attempts picking or on a stream */
+  uint32_t path_id;      /* the picker's, for per-method counters */
+  int child;    /* made by a server's handler (sluice_call_opts_set_parent) */
+  int counted;  /* in the channel's active calls */
+  int in_retry; /* in the channel's calls in retry */
   sluice__attempt *winner; /* the committed attempt; NULL: none yet */
   struct sluice__subchannel *last_sc; /* where the last attempt went */
   uint64_t retry_at_ns;               /* a retry waits until then; 0: none */

@@ -5,12 +5,14 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void sluice__picker_init(sluice__picker *p, const sluice__lb_ops *ops,
                          uint32_t wait_max_len, uint32_t wait_max_ms,
                          sluice__loop *loop, void (*kick)(void *),
                          void (*closed)(void *), void *ud) {
   sluice__lb_init(&p->lb, ops ? ops : &sluice__lb_btc, NULL);
+  memcpy(&p->pressure_bits, &p->lb.pressure, sizeof p->pressure_bits);
   sluice__list_init(&p->pending);
   sluice__list_init(&p->waiting);
   p->wait_max_len = wait_max_len;
@@ -49,7 +51,58 @@ uint32_t sluice__picker_path_id(sluice__picker *p,
   return SLUICE__LB_MAX_PATHS - 1;
 }
 
+static void store_pressure(sluice__picker *p) {
+  uint64_t bits;
+  memcpy(&bits, &p->lb.pressure, sizeof bits);
+  __atomic_store_n(&p->pressure_bits, bits, __ATOMIC_RELAXED);
+}
+
+/* Inside a chain, each decision is a sample of the channel's pressure:
+ * a refusal is full pressure, a pick what the destinations hold against
+ * their limits (and what they report of their own downstream). Nothing
+ * is kept at the edge (no parent would read it): no cost there. */
+static void note_pressure(sluice__picker *p, sluice__lb_verdict v, size_t n,
+                          uint64_t now) {
+  if (!p->lb.inner || v == SLUICE__LB_NONE)
+    return;
+  sluice__lb_pressure_note(
+      &p->lb,
+      v == SLUICE__LB_PICKED
+          ? sluice__lb_pressure_sample(&p->lb, p->views, n, p->n_waiting, now)
+          : 1.0);
+  store_pressure(p);
+}
+
+double sluice__picker_pressure(const sluice__picker *p) {
+  uint64_t bits = __atomic_load_n(&p->pressure_bits, __ATOMIC_RELAXED);
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+void sluice__picker_note_refusal(sluice__picker *p) {
+  if (!p->lb.inner)
+    return;
+  sluice__lb_pressure_note(&p->lb, 1.0);
+  store_pressure(p);
+}
+
+/* The wait queue's bounds for pk: the channel's, or for a child call on a
+ * channel without one, the implicit one. */
+static uint32_t wait_len(const sluice__picker *p, const sluice__pick *pk) {
+  return p->wait_max_len ? p->wait_max_len
+         : pk->lbc.child ? SLUICE__CHILD_WAIT_LEN
+                         : 0;
+}
+static uint32_t wait_ms(const sluice__picker *p) {
+  return p->wait_max_len ? p->wait_max_ms : SLUICE__CHILD_WAIT_MS;
+}
+
 void sluice__picker_add(sluice__picker *p, sluice__pick *pk) {
+  if (pk->lbc.child && !p->lb.inner) {
+    p->lb.inner = 1; /* inside a chain from now on */
+    store_pressure(p);
+  }
   pk->wait_since = 0;
   sluice__list_push(&p->pending, &pk->link);
   p->n_queued++;
@@ -126,7 +179,7 @@ static void wait_timer_update(sluice__picker *p) {
     p->wait_timer_open = 1;
   }
   if (want) {
-    uint64_t every = p->wait_max_ms / 4 ? p->wait_max_ms / 4 : 1;
+    uint64_t every = wait_ms(p) / 4 ? wait_ms(p) / 4 : 1;
     uv_timer_start(&p->wait_timer, on_wait_timer, every, every);
   } else {
     uv_timer_stop(&p->wait_timer);
@@ -200,6 +253,7 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
   sluice__subchannel *sc = NULL;
   uint64_t now = 0;
   sluice__lb_verdict v = decide(p, scs, n, pk, &sc, &now);
+  note_pressure(p, v, n, now);
   if (v == SLUICE__LB_NONE)
     return 0;
   if (v == SLUICE__LB_PICKED) {
@@ -224,8 +278,9 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
     return 1;
   }
   /* Refused by every destination. Wait (bounded), or drop now. */
+  uint32_t max_len = wait_len(p, pk);
   if (pk->wait_since) {
-    if (now - pk->wait_since < (uint64_t)p->wait_max_ms * 1000000u)
+    if (now - pk->wait_since < (uint64_t)wait_ms(p) * 1000000u)
       return 0;
     char extra[160];
     snprintf(extra, sizeof extra,
@@ -234,19 +289,18 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
     drop(p, pk, v, extra);
     return 1;
   }
-  if (v != SLUICE__LB_DEADLINE && p->wait_max_len &&
-      p->n_waiting < p->wait_max_len) {
+  if (v != SLUICE__LB_DEADLINE && max_len && p->n_waiting < max_len) {
     sluice__list_remove(&pk->link);
     sluice__list_push(&p->waiting, &pk->link);
     pk->wait_since = now;
     p->n_waiting++;
     return 1;
   }
-  if (v != SLUICE__LB_DEADLINE && p->wait_max_len) {
+  if (v != SLUICE__LB_DEADLINE && max_len) {
     char extra[160];
     snprintf(extra, sizeof extra,
              "%s and the wait queue is full (%" PRIu32 " calls)",
-             verdict_text(v), p->wait_max_len);
+             verdict_text(v), max_len);
     drop(p, pk, v, extra);
     return 1;
   }

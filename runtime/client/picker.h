@@ -73,6 +73,9 @@ typedef struct sluice__picker {
   sluice__lb_dest **views; /* scratch for pick(), one per subchannel */
   size_t views_cap;
   uint64_t dropped[SLUICE__N_DROPS];
+  /* lb.pressure as double bits for other threads (sluice__picker_pressure);
+   * kept only once the channel is inside a chain (lb.inner). */
+  uint64_t pressure_bits;
   void (*kick)(void *ud);   /* the wait timer fired: dispatch again */
   void (*closed)(void *ud); /* the wait timer's handle closed */
   void *ud;
@@ -89,6 +92,22 @@ int sluice__picker_close(sluice__picker *p);
 /* The path slot of a method (the first SLUICE__LB_MAX_PATHS - 1 methods
  * seen get their own; the rest share the last). */
 uint32_t sluice__picker_path_id(sluice__picker *p, const sluice_method_desc *m);
+
+/* A call made by a server's handler (lbc.child) that every destination
+ * refuses for their limits waits this long at most, this many at a time,
+ * when the channel has no wait queue of its own: inside a chain the edge
+ * drops (the pressure goes up), so a refusal here would only waste the
+ * work the tiers above have done. */
+#define SLUICE__CHILD_WAIT_LEN 64
+#define SLUICE__CHILD_WAIT_MS 50
+
+/* The channel's back-pressure now, 0..1 (lb.pressure); < 0 when not known
+ * (the channel is not inside a chain, or has decided nothing yet). Any
+ * thread. */
+double sluice__picker_pressure(const sluice__picker *p);
+/* A call was refused before it reached the picker (a circuit breaker):
+ * full back-pressure, for the parent's server to pass on. */
+void sluice__picker_note_refusal(sluice__picker *p);
 
 /* Queues pk (its lbc, start_ns and ops set) behind the others. */
 void sluice__picker_add(sluice__picker *p, sluice__pick *pk);

@@ -154,7 +154,8 @@ static void conn_trailers(sluice__cconn *c, void *ud,
    * concurrency utilization (or none). */
   double util = r.application_utilization >= 0 ? r.application_utilization
                                                : r.cpu_utilization;
-  sluice__lb_peer_load l = {util, r.rps_fractional, r.queue_ms, r.in_flight};
+  sluice__lb_peer_load l = {util, r.rps_fractional, r.queue_ms, r.in_flight,
+                            r.downstream};
   sluice__lb_peer_report(sc->env->lb, &sc->lb, &l, sluice_now_ns());
 }
 

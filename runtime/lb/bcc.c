@@ -102,7 +102,7 @@ static int congested(const sluice__lb *lb, const sluice__lb_dest *d,
       code == SLUICE_STATUS_DEADLINE_EXCEEDED ||
       code == SLUICE_STATUS_UNAVAILABLE)
     return 1;
-  if (e->peer_util > BCC_PEER_HOT &&
+  if (sluice__lb_peer_busy(lb, e) > BCC_PEER_HOT &&
       now - e->peer_load_ns < BCC_PEER_WINDOWS * lb->cfg.window_ns)
     return 1;
   if (sluice__lb_est_peer_idle(e, now))

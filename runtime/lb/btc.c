@@ -296,12 +296,13 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, uint32_t path,
   /* One window's rate is noisy (a Poisson 800/s flow gives 80 +- 9 calls
    * per 100 ms), and so is a peer's utilization (in flight / capacity at
    * the moment it answered): T reads both smoothed over a few windows. */
-  int peer = e->peer_util >= 0 &&
-             now - e->peer_load_ns < BTC_PEER_WINDOWS * cfg->window_ns;
+  double busy = sluice__lb_peer_busy(lb, e);
+  int peer =
+      busy >= 0 && now - e->peer_load_ns < BTC_PEER_WINDOWS * cfg->window_ns;
   if (d->est.win_start_ns == now) {
     smooth(&d->rate_avg, e->rate_calls);
     if (peer)
-      smooth(&d->util_avg, e->peer_util);
+      smooth(&d->util_avg, busy);
   }
   double l_eff = d->limit;
   if (e->limit > 0 && e->limit < l_eff)

@@ -117,6 +117,7 @@ void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
     sluice__lb_config_default(&lb->cfg);
   /* Fixed seed: runs are reproducible; p2c needs spread, not secrecy. */
   lb->rng = UINT64_C(0x9E3779B97F4A7C15);
+  lb->pressure = -1;
 }
 
 void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
@@ -441,8 +442,53 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_peer_load *l, uint64_t now) {
   sluice__lb_est_peer_load(&d->est, l, now);
+  d->est.chain_busy = !lb->inner && l->downstream >= SLUICE__LB_CHAIN_BUSY;
   if (lb->ops->on_peer_load)
     lb->ops->on_peer_load(lb, d, l, now);
+}
+
+double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e) {
+  /* At the edge of a chain a destination is as busy as the busiest tier
+   * behind it. Inside the chain its downstream pressure is only passed up
+   * (sluice__lb_pressure_sample): shedding there would throw away the
+   * work the tiers above have done. */
+  if (!lb->inner && e->peer_down > e->peer_util)
+    return e->peer_down;
+  return e->peer_util;
+}
+
+#define PRESSURE_SMOOTHING 0.1 /* per decision */
+
+void sluice__lb_pressure_note(sluice__lb *lb, double sample) {
+  if (sample < 0)
+    sample = 0;
+  if (sample > 1)
+    sample = 1;
+  if (lb->pressure < 0)
+    lb->pressure = sample;
+  else
+    lb->pressure += PRESSURE_SMOOTHING * (sample - lb->pressure);
+}
+
+double sluice__lb_pressure_sample(const sluice__lb *lb,
+                                  sluice__lb_dest *const *dests, size_t n,
+                                  size_t waiting, uint64_t now) {
+  (void)lb;
+  double in_flight = (double)waiting, limit = 0, down = 0;
+  for (size_t i = 0; i < n; i++) {
+    const sluice__lb_dest *d = dests[i];
+    if (!d->usable)
+      continue;
+    if (d->limit > 0) {
+      in_flight += d->est.in_flight;
+      limit += d->limit;
+    }
+    if (d->est.peer_down > down &&
+        now - d->est.peer_load_ns < SLUICE__LB_PEER_FRESH_NS)
+      down = d->est.peer_down;
+  }
+  double own = limit > 0 ? in_flight / limit : 0;
+  return own > down ? own : down;
 }
 
 /* Why d cannot take call under its limits, or PICKED.

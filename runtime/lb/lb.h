@@ -99,6 +99,9 @@ typedef struct sluice__lb_call {
   int again; /* a retry or hedge of a call already picked: it does not move
               * a rotation (rr), or the next call would land where this one
               * was steered away from */
+  int child; /* made by a server's handler for its call
+              * (sluice_call_opts_set_parent): the channel is inside a
+              * chain, not at its edge (see sluice__lb.inner) */
 } sluice__lb_call;
 
 /* A server's own load report (ORCA endpoint-load-metrics). Unknown fields
@@ -108,6 +111,8 @@ typedef struct sluice__lb_peer_load {
   double rps;         /* the server's completion rate */
   double queue_ms;    /* time calls wait before their handler */
   double in_flight;
+  double downstream; /* the back-pressure of the services it calls, 0..1
+                        (named metric downstream_utilization); < 0 none */
 } sluice__lb_peer_load;
 
 /* Measurements of one destination, kept by lb_est.c for every strategy. */
@@ -134,6 +139,9 @@ typedef struct sluice__lb_est {
   double path_lat_min_ns[SLUICE__LB_MAX_PATHS];
   double path_lat_min_cur_ns[SLUICE__LB_MAX_PATHS];
   double peer_util; /* last report, < 0 none */
+  double peer_down; /* last report's downstream utilization, < 0 none */
+  int chain_busy;   /* at the edge of a chain: the last report's downstream
+                       pressure is at least SLUICE__LB_CHAIN_BUSY (lb.c) */
   double peer_queue_ms;
   uint64_t peer_load_ns;
   uint64_t samples; /* completed calls measured */
@@ -169,6 +177,10 @@ double sluice__lb_allowed_latency(const sluice__lb_config *cfg, double min_ns);
 /* A peer report younger than SLUICE__LB_PEER_FRESH_NS says utilization
  * below SLUICE__LB_PEER_IDLE: latency growth is not that server's queue. */
 #define SLUICE__LB_PEER_IDLE 0.5
+/* ... unless, at the edge of a chain, the server's downstream pressure is
+ * this high: then the chain's bottleneck is at its limit, and the latency
+ * growth is its queue, which the edge is the place to act on. */
+#define SLUICE__LB_CHAIN_BUSY 0.9
 #define SLUICE__LB_PEER_FRESH_NS 1000000000ull
 int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now);
 /* Expected time until a call sent now would complete here: its wait behind
@@ -261,6 +273,16 @@ struct sluice__lb {
   uint64_t rng;    /* xorshift state (p2c) */
   int eject_check; /* a destination may be ejected or suspect: pick
                       looks (0: it calls the strategy at once) */
+  /* Back-pressure through a chain (docs/flow-control.md). inner: this
+   * channel's calls are made by a server's handlers (set at the first
+   * child call, and kept): the downstream pressure its destinations report
+   * is passed up, not acted on. At the edge (inner 0) it counts as the
+   * destination's utilization (sluice__lb_peer_busy), so the edge sheds
+   * what the chain's bottleneck cannot take, before any tier has done work
+   * for it. */
+  int inner;
+  double pressure; /* this channel's own back-pressure, 0..1 (EWMA of
+                      sluice__lb_pressure_sample per decision); < 0 none */
 };
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
@@ -294,6 +316,24 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
                          const sluice__lb_call *call, uint64_t latency_ns,
                          sluice_status_code code, uint32_t resp_size,
                          uint64_t now);
+/* How busy d's server says it is, for the throughput axis of the
+ * strategies (bcc, btc): its own utilization (peer_util) or, at the edge
+ * of a chain (not lb->inner), its downstream pressure when that is
+ * higher. < 0: no report. The latency veto (sluice__lb_est_peer_idle)
+ * reads the server's own figure, and the downstream pressure only once it
+ * reaches SLUICE__LB_CHAIN_BUSY: below that the chain's latency varies
+ * with its load and says nothing the edge should act on. */
+double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e);
+
+/* Folds one decision into lb->pressure: sample 0..1 (a refusal is 1). */
+void sluice__lb_pressure_note(sluice__lb *lb, double sample);
+/* The back-pressure the channel sees now, 0..1: the calls in flight and
+ * waiting against the usable destinations' limits (0 when none has a
+ * limit: rr), or the largest downstream pressure a usable destination
+ * reported lately, whichever is higher. */
+double sluice__lb_pressure_sample(const sluice__lb *lb,
+                                  sluice__lb_dest *const *dests, size_t n,
+                                  size_t waiting, uint64_t now);
 /* (Named _peer_report, not _peer_load: that is the report's type.) */
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_peer_load *l, uint64_t now);

@@ -73,6 +73,7 @@ void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
   e->lat_min_since_ns = now;
   e->win_start_ns = now;
   e->peer_util = -1;
+  e->peer_down = -1;
   e->peer_queue_ms = -1;
 }
 
@@ -196,12 +197,13 @@ double sluice__lb_allowed_latency(const sluice__lb_config *cfg, double min_ns) {
 
 int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now) {
   return e->peer_util >= 0 && e->peer_util < SLUICE__LB_PEER_IDLE &&
-         now - e->peer_load_ns < SLUICE__LB_PEER_FRESH_NS;
+         !e->chain_busy && now - e->peer_load_ns < SLUICE__LB_PEER_FRESH_NS;
 }
 
 void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
                               uint64_t now) {
   e->peer_util = l->utilization;
+  e->peer_down = l->downstream;
   e->peer_queue_ms = l->queue_ms;
   e->peer_load_ns = now;
 }

@@ -60,6 +60,15 @@ int sluice__load_set_utilization(sluice__load *l, double utilization) {
   return 0;
 }
 
+void sluice__load_note_downstream(sluice__load *l, double pressure) {
+  if (pressure != pressure) /* NaN */
+    return;
+  store_double(&l->down_bits, pressure < 0   ? 0.0
+                              : pressure > 1 ? 1.0
+                                             : pressure);
+  __atomic_store_n(&l->down_ns, sluice_now_ns(), __ATOMIC_RELEASE);
+}
+
 int sluice__load_due(const sluice__load *l, sluice__load_pacer *p) {
   if (!l->on)
     return 0;
@@ -99,7 +108,8 @@ static void roll_window(sluice__load *l, uint64_t now) {
 size_t sluice__load_report(sluice__load *l, int in_flight, char *out) {
   if (!l->on)
     return 0;
-  roll_window(l, sluice_now_ns());
+  uint64_t now = sluice_now_ns();
+  roll_window(l, now);
   if (in_flight < 0)
     in_flight = 0;
   sluice__orca r;
@@ -114,6 +124,11 @@ size_t sluice__load_report(sluice__load *l, int in_flight, char *out) {
   r.rps_fractional = load_double(&l->rps_bits);
   r.queue_ms = load_double(&l->queue_ms_bits);
   r.in_flight = in_flight;
+  /* Noted by the calls the handlers make (sluice_call_opts_set_parent);
+   * stale after a second without any. */
+  uint64_t down_ns = __atomic_load_n(&l->down_ns, __ATOMIC_ACQUIRE);
+  if (down_ns && now - down_ns < 1000 * MS)
+    r.downstream = load_double(&l->down_bits);
   uint8_t buf[SLUICE__ORCA_MAX];
   size_t n = sluice__orca_encode(&r, buf, sizeof buf);
   if (!n || sluice__base64_encoded_len(n) >= SLUICE__LOAD_REPORT_B64)

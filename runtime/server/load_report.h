@@ -15,7 +15,7 @@
 #include "server/server_opts.h"
 
 /* Room for the base64 of a report, with its terminating NUL. */
-#define SLUICE__LOAD_REPORT_B64 128
+#define SLUICE__LOAD_REPORT_B64 160
 
 typedef struct sluice__load {
   /* constant after sluice__load_init */
@@ -29,6 +29,9 @@ typedef struct sluice__load {
   uint64_t rps_bits, queue_ms_bits; /* doubles of the last window */
   uint64_t app_util_bits;           /* double: sluice_server_set_utilization,
                                        negative = not given */
+  uint64_t down_bits;               /* double: the downstream pressure
+                                       last noted, 0..1 */
+  uint64_t down_ns;                 /* when (0: never) */
   uint64_t win_start;               /* ns */
   uv_mutex_t win_mu;                /* one thread rolls the window */
   uint64_t win_completions, win_q_sum_us, win_q_n; /* under win_mu */
@@ -59,6 +62,12 @@ double sluice__load_queue_ms(const sluice__load *l);
 /* sluice_server_set_utilization: returns 0, or SLUICE_ERR_INVALID_ARG for
  * NaN. */
 int sluice__load_set_utilization(sluice__load *l, double utilization);
+
+/* The services the handlers call push back this much now (0..1; NaN is
+ * ignored, the rest clamped): the report carries it for a second, as its
+ * named metric "downstream" (several downstream channels: the last note
+ * wins). */
+void sluice__load_note_downstream(sluice__load *l, double pressure);
 
 /* Whether a response's trailers carry a report: reports on, and either no
  * pacing (no interval, or p NULL: a shed call's report always goes) or p's

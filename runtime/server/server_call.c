@@ -1007,6 +1007,14 @@ sluice_server_call_metadata(const sluice_server_call *call) {
   return call ? call->st.req.md : NULL;
 }
 
+int sluice_server_call_report_downstream(const sluice_server_call *call,
+                                         double pressure) {
+  if (!call || pressure != pressure)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__load_note_downstream(call->lp->shared->load, pressure);
+  return 0;
+}
+
 uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
   return call ? call->st.deadline_ns : 0;
 }

@@ -12,6 +12,7 @@ void sluice__orca_init(sluice__orca *r) {
   r->rps_fractional = -1;
   r->queue_ms = -1;
   r->in_flight = -1;
+  r->downstream = -1;
 }
 
 /* ---- encoding */
@@ -59,6 +60,8 @@ size_t sluice__orca_encode(const sluice__orca *r, uint8_t *buf, size_t cap) {
     n += put_metric(tmp + n, "queue_ms", r->queue_ms);
   if (r->in_flight >= 0)
     n += put_metric(tmp + n, "in_flight", r->in_flight);
+  if (r->downstream >= 0)
+    n += put_metric(tmp + n, "downstream", r->downstream);
   if (n > cap)
     return 0;
   memcpy(buf, tmp, n);
@@ -169,6 +172,8 @@ static int get_metric(const uint8_t *p, size_t len, sluice__orca *out) {
     out->queue_ms = value;
   else if (kl == 9 && memcmp(key, "in_flight", 9) == 0)
     out->in_flight = value;
+  else if (kl == 10 && memcmp(key, "downstream", 10) == 0)
+    out->downstream = value;
   return 0;
 }
 
@@ -219,7 +224,8 @@ int sluice__orca_decode(const uint8_t *p, size_t len, sluice__orca *out) {
                    &out->application_utilization,
                    &out->rps_fractional,
                    &out->queue_ms,
-                   &out->in_flight};
+                   &out->in_flight,
+                   &out->downstream};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (!(*all[i] >= 0))
       *all[i] = -1;

@@ -7,8 +7,8 @@
  *   3  uint64 rps (deprecated)         (varint; decode only, when 6 is absent)
  *   6  double rps_fractional           (fixed64)
  *   8  map<string, double> named_metrics: repeated length-delimited entries
- *      {1: string key, 2: double value}; sluice uses the keys "queue_ms" and
- *      "in_flight".
+ *      {1: string key, 2: double value}; sluice uses the keys "queue_ms",
+ *      "in_flight" and "downstream".
  */
 #ifndef SLUICE_WIRE_ORCA_H
 #define SLUICE_WIRE_ORCA_H
@@ -25,10 +25,12 @@ typedef struct sluice__orca {
   double in_flight;               /* named_metrics["in_flight"] */
   double application_utilization; /* field 9: the application's own
                                      measure (set by the server's user) */
+  double downstream; /* named_metrics["downstream"]: how hard the services
+                        the server's handlers call push back, 0..1 */
 } sluice__orca;
 
 /* Largest encoding of a sluice__orca (every member present). */
-#define SLUICE__ORCA_MAX 89
+#define SLUICE__ORCA_MAX 112
 
 /* Sets every member absent (-1). */
 void sluice__orca_init(sluice__orca *r);

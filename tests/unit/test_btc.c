@@ -22,6 +22,11 @@
 #define SEC LB_SIM_SEC
 
 /* State changes of destination i within [from, to). */
+/* |got - want| <= eps (cmocka 1.1 has no double compare). */
+static void assert_near(double got, double want, double eps) {
+  assert_true(got >= want - eps && got <= want + eps);
+}
+
 static size_t changes_between(const lb_sim *s, size_t i, uint64_t from,
                               uint64_t to) {
   const lb_sim_dest *d = &s->dest[i];
@@ -401,7 +406,7 @@ static void chain_pushback(void **state) {
     sluice__lb_complete(&lb, &d, &call, 5 * MS, SLUICE_STATUS_OK, 0,
                         t + 5 * MS);
   }
-  sluice__lb_peer_load idle = {0.02, 100, 0, 0};
+  sluice__lb_peer_load idle = {0.02, 100, 0, 0, -1};
   sluice__lb_peer_report(&lb, &d, &idle, t);
   double limit = d.limit, grad = d.est.limit;
   for (int i = 0; i < 20; i++, t += MS) {
@@ -411,13 +416,63 @@ static void chain_pushback(void **state) {
   }
   assert_string_equal(lb.ops->state_name(&d), "T-low/C-low");
   assert_true(d.limit == limit && d.est.limit == grad);
-  sluice__lb_peer_load busy = {0.95, 100, 5, 10};
+  sluice__lb_peer_load busy = {0.95, 100, 5, 10, -1};
   sluice__lb_peer_report(&lb, &d, &busy, t);
   sluice__lb_sent(&lb, &d, &call, t);
   sluice__lb_complete(&lb, &d, &call, 2 * MS, SLUICE_STATUS_RESOURCE_EXHAUSTED,
                       0, t + 2 * MS);
   assert_true(d.state / 3 == 2); /* T-high: saturated */
   assert_true(d.est.limit < grad);
+}
+
+/* Back-pressure through a chain: a destination that is itself idle (0.02)
+ * but reports that the services behind it are at their limits (downstream
+ * 0.95). At the edge of the chain that is its utilization: T-high, the
+ * latency veto lifted. Inside the chain (lb.inner: the channel's calls
+ * come from a server's handlers) it is only passed up: the destination
+ * stays T-low, the veto holds, and the channel's own pressure sample
+ * carries the downstream figure. Below SLUICE__LB_CHAIN_BUSY the veto
+ * holds at the edge too. */
+static void chain_edge(void **state) {
+  (void)state;
+  for (int inner = 0; inner <= 1; inner++) {
+    sluice__lb lb;
+    sluice__lb_init(&lb, &sluice__lb_btc, NULL);
+    lb.inner = inner;
+    sluice__lb_dest d;
+    sluice__lb_dest_init(&lb, &d, 1);
+    d.usable = 1;
+    sluice__lb_dest *ds[] = {&d};
+    sluice__lb_call call = {0};
+    uint64_t t = SEC;
+    sluice__lb_peer_load mild = {0.02, 100, 0, 0, 0.6};
+    sluice__lb_peer_report(&lb, &d, &mild, t);
+    assert_true(sluice__lb_est_peer_idle(&d.est, t));
+    sluice__lb_peer_load deep = {0.02, 100, 0, 0, 0.95};
+    for (int i = 0; i < 30; i++, t += 20 * MS) {
+      sluice__lb_peer_report(&lb, &d, &deep, t);
+      sluice__lb_sent(&lb, &d, &call, t);
+      sluice__lb_complete(&lb, &d, &call, 5 * MS, SLUICE_STATUS_OK, 0,
+                          t + 5 * MS);
+    }
+    double busy = sluice__lb_peer_busy(&lb, &d.est);
+    double sample = sluice__lb_pressure_sample(&lb, ds, 1, 0, t);
+    if (inner) {
+      assert_near(busy, 0.02, 1e-9);
+      assert_true(sluice__lb_est_peer_idle(&d.est, t));
+      assert_int_equal(d.state / 3, 0); /* T-low */
+    } else {
+      assert_near(busy, 0.95, 1e-9);
+      assert_false(sluice__lb_est_peer_idle(&d.est, t));
+      assert_int_equal(d.state / 3, 2); /* T-high: saturated */
+    }
+    /* Passed up either way (what a parent's server would report). */
+    assert_true(sample >= 0.95 - 1e-9);
+    /* A stale report is not passed up. */
+    assert_near(sluice__lb_pressure_sample(&lb, ds, 1, 0,
+                                           t + SLUICE__LB_PEER_FRESH_NS + MS),
+                0, 1e-9);
+  }
 }
 
 /* ---------------------------------------------------------------------- */
@@ -474,17 +529,12 @@ static void cost(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(names_and_verdicts),
-      cmocka_unit_test(load_steps),
-      cmocka_unit_test(load_steps_variants),
-      cmocka_unit_test(settles),
-      cmocka_unit_test(split_by_capacity),
-      cmocka_unit_test(overload_goodput),
-      cmocka_unit_test(down_and_back),
-      cmocka_unit_test(capacity_change),
-      cmocka_unit_test(deadline_refused),
-      cmocka_unit_test(chain_pushback),
-      cmocka_unit_test(cost),
+      cmocka_unit_test(names_and_verdicts),  cmocka_unit_test(load_steps),
+      cmocka_unit_test(load_steps_variants), cmocka_unit_test(settles),
+      cmocka_unit_test(split_by_capacity),   cmocka_unit_test(overload_goodput),
+      cmocka_unit_test(down_and_back),       cmocka_unit_test(capacity_change),
+      cmocka_unit_test(deadline_refused),    cmocka_unit_test(chain_pushback),
+      cmocka_unit_test(chain_edge),          cmocka_unit_test(cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

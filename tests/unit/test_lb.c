@@ -32,6 +32,11 @@ typedef struct fixture {
   size_t n;
 } fixture;
 
+/* |got - want| <= eps (cmocka 1.1 has no double compare). */
+static void assert_near(double got, double want, double eps) {
+  assert_true(got >= want - eps && got <= want + eps);
+}
+
 static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
                     const sluice__lb_config *cfg) {
   memset(f, 0, sizeof *f);
@@ -44,7 +49,7 @@ static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
   }
 }
 
-static const sluice__lb_call plain = {0, 100, 0, 0};
+static const sluice__lb_call plain = {0, 100, 0, 0, 0};
 
 static void find_by_name(void **state) {
   (void)state;
@@ -187,7 +192,8 @@ static void estimator_basics(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call a = {0, 1000, 0, 0}, b = {3, 500, 0, 0}, far = {99, 10, 0, 0};
+  sluice__lb_call a = {0, 1000, 0, 0, 0}, b = {3, 500, 0, 0, 0},
+                  far = {99, 10, 0, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   assert_true(e.limit == 1000 && e.peer_util < 0);
@@ -232,10 +238,48 @@ static void estimator_basics(void **state) {
   /* Never below zero in flight. */
   sluice__lb_est_done(&e, &cfg, &a, MS, 0, 0, t + 101 * MS);
   assert_int_equal(e.in_flight, 0);
-  sluice__lb_peer_load l = {0.75, 100, 3, 5};
+  sluice__lb_peer_load l = {0.75, 100, 3, 5, -1};
   sluice__lb_est_peer_load(&e, &l, t + 200 * MS);
   assert_true(e.peer_util == 0.75 && e.peer_queue_ms == 3);
   assert_true(e.peer_load_ns == t + 200 * MS);
+}
+
+/* A channel's own back-pressure (what a parent's server passes up): calls
+ * in flight and waiting against the usable destinations' limits, or a
+ * destination's fresh downstream report when higher; smoothed per
+ * decision and clamped to 0..1. */
+static void pressure_sample_and_note(void **state) {
+  (void)state;
+  sluice__lb lb;
+  sluice__lb_init(&lb, &sluice__lb_btc, NULL);
+  assert_true(lb.pressure < 0); /* nothing decided yet */
+  sluice__lb_dest a, b, off;
+  uint64_t t = SEC;
+  sluice__lb_dest_init(&lb, &a, t);
+  sluice__lb_dest_init(&lb, &b, t);
+  sluice__lb_dest_init(&lb, &off, t);
+  a.usable = b.usable = 1;
+  a.limit = b.limit = off.limit = 10;
+  a.est.in_flight = 5;
+  b.est.in_flight = 3;
+  off.est.in_flight = 10; /* not usable: not counted */
+  sluice__lb_dest *ds[] = {&a, &b, &off};
+  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.5, 1e-9);
+  sluice__lb_peer_load l = {0.1, 100, 0, 0, 0.8};
+  sluice__lb_peer_report(&lb, &b, &l, t);
+  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.8, 1e-9);
+  /* No limits (rr): only what the destinations report. */
+  a.limit = b.limit = 0;
+  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.8, 1e-9);
+  b.est.peer_down = -1;
+  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0, 1e-9);
+  sluice__lb_pressure_note(&lb, 0.5);
+  assert_near(lb.pressure, 0.5, 1e-9);
+  sluice__lb_pressure_note(&lb, 7); /* clamped to 1 */
+  assert_near(lb.pressure, 0.55, 1e-9);
+  for (int i = 0; i < 200; i++)
+    sluice__lb_pressure_note(&lb, -3); /* clamped to 0 */
+  assert_true(lb.pressure >= 0 && lb.pressure < 1e-6);
 }
 
 /* 1000 completions/s of 1000 + 500 bytes over 100 ms windows. */
@@ -244,7 +288,7 @@ static void estimator_rates(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call c = {0, 1000, 0, 0};
+  sluice__lb_call c = {0, 1000, 0, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   for (int i = 0; i < 1000; i++) {
@@ -278,7 +322,7 @@ static void estimator_min_rtt_relearnt(void **state) {
   sluice__lb_config cfg;
   sluice__lb_config_default(&cfg);
   sluice__lb_est e;
-  sluice__lb_call c = {0, 10, 0, 0};
+  sluice__lb_call c = {0, 10, 0, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   sluice__lb_est_sent(&e, &c, t);
@@ -306,7 +350,7 @@ static void estimator_gradient_limit(void **state) {
   sluice__lb_config_default(&cfg);
   cfg.initial_limit = 20;
   sluice__lb_est e;
-  sluice__lb_call c = {0, 10, 0, 0};
+  sluice__lb_call c = {0, 10, 0, 0, 0};
   uint64_t t = SEC;
   sluice__lb_est_init(&e, &cfg, t);
   /* Unused (1 in flight of 20): no growth. */
@@ -360,7 +404,7 @@ static void admission_limits_and_paths(void **state) {
   fixture f;
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
-  sluice__lb_call p0 = {0, 10, 0, 0}, p1 = {1, 10, 0, 0};
+  sluice__lb_call p0 = {0, 10, 0, 0, 0}, p1 = {1, 10, 0, 0, 0};
   d->limit = 4;
   /* One path alone may use the whole limit. */
   for (int i = 0; i < 4; i++) {
@@ -384,7 +428,7 @@ static void admission_path_share(void **state) {
   fixture f;
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
-  sluice__lb_call p0 = {0, 10, 0, 0}, p1 = {1, 10, 0, 0};
+  sluice__lb_call p0 = {0, 10, 0, 0, 0}, p1 = {1, 10, 0, 0, 0};
   d->limit = 10;
   for (int i = 0; i < 5; i++)
     sluice__lb_est_sent(&d->est, &p0, SEC);
@@ -409,10 +453,10 @@ static void admission_deadline(void **state) {
   fx_init(&f, &sluice__lb_lcc, 1, NULL);
   sluice__lb_dest *d = &f.d[0];
   uint64_t t = SEC;
-  sluice__lb_call none = {0, 10, 0, 0};
-  sluice__lb_call tight = {0, 10, t + 5 * MS, 0};
-  sluice__lb_call loose = {0, 10, t + 50 * MS, 0};
-  sluice__lb_call gone = {0, 10, t - 1, 0};
+  sluice__lb_call none = {0, 10, 0, 0, 0};
+  sluice__lb_call tight = {0, 10, t + 5 * MS, 0, 0};
+  sluice__lb_call loose = {0, 10, t + 50 * MS, 0, 0};
+  sluice__lb_call gone = {0, 10, t - 1, 0, 0};
   /* Nothing measured: every live deadline is in time. */
   assert_true(sluice__lb_in_time(d, &tight, t));
   assert_false(sluice__lb_in_time(d, &gone, t));
@@ -436,10 +480,10 @@ static void admission_deadline(void **state) {
   assert_int_equal(sluice__lb_pick(&f.lb, f.v, 1, &loose, t, &c),
                    SLUICE__LB_PICKED);
   /* Per path: a fast path's deadline is judged by its own latency. */
-  sluice__lb_call fast = {2, 10, 0, 0};
+  sluice__lb_call fast = {2, 10, 0, 0, 0};
   sluice__lb_sent(&f.lb, d, &fast, t);
   sluice__lb_complete(&f.lb, d, &fast, MS, SLUICE_STATUS_OK, 0, t + MS);
-  sluice__lb_call fast_tight = {2, 10, t + MS + 5 * MS, 0};
+  sluice__lb_call fast_tight = {2, 10, t + MS + 5 * MS, 0, 0};
   assert_true(sluice__lb_in_time(d, &fast_tight, t + MS));
   assert_false(sluice__lb_in_time(d, &tight, t + MS));
 }
@@ -714,7 +758,7 @@ static void bcc_peer_load(void **state) {
   fx_init(&f, &sluice__lb_bcc, 1, &cfg);
   sluice__lb_dest *d = &f.d[0];
   uint64_t t = SEC;
-  sluice__lb_call c = {0, 10, 0, 0};
+  sluice__lb_call c = {0, 10, 0, 0, 0};
   /* In flight 10 of 10, latency flat: high, not congested -> probes up. */
   for (int i = 0; i < 10; i++)
     sluice__lb_sent(&f.lb, d, &c, t);
@@ -728,7 +772,7 @@ static void bcc_peer_load(void **state) {
   double probed = d->limit;
   assert_true(probed > 10);
   /* The peer reports 95 % busy: steps down, once per round trip. */
-  sluice__lb_peer_load busy = {0.95, 1000, 5, 10};
+  sluice__lb_peer_load busy = {0.95, 1000, 5, 10, -1};
   sluice__lb_peer_report(&f.lb, d, &busy, t);
   for (int i = 0; i < 20; i++) {
     t += 2 * MS;
@@ -760,7 +804,7 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n) {
   sluice__lb_dest *v[100];
   sluice__lb lb;
   sluice__lb_init(&lb, ops, NULL);
-  sluice__lb_call c = {0, 100, SEC * 100, 0};
+  sluice__lb_call c = {0, 100, SEC * 100, 0, 0};
   for (size_t i = 0; i < n; i++) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;
@@ -802,6 +846,7 @@ int main(void) {
       cmocka_unit_test(lcc_p2c),
       cmocka_unit_test(estimator_basics),
       cmocka_unit_test(estimator_rates),
+      cmocka_unit_test(pressure_sample_and_note),
       cmocka_unit_test(estimator_min_rtt_relearnt),
       cmocka_unit_test(estimator_gradient_limit),
       cmocka_unit_test(admission_limits_and_paths),

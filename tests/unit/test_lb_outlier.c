@@ -49,7 +49,7 @@ static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
   }
 }
 
-static const sluice__lb_call plain = {0, 100, 0, 0};
+static const sluice__lb_call plain = {0, 100, 0, 0, 0};
 
 /* One call to destination i ending with code, 1 ms later. */
 static void call_to(fixture *f, size_t i, sluice_status_code code) {
@@ -561,7 +561,7 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n, size_t ejected) {
   sluice__lb_dest *v[100];
   sluice__lb lb;
   sluice__lb_init(&lb, ops, NULL);
-  sluice__lb_call c = {0, 100, SEC * 100, 0};
+  sluice__lb_call c = {0, 100, SEC * 100, 0, 0};
   for (size_t i = 0; i < n; i++) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;

@@ -62,7 +62,7 @@ static const uint8_t k_python_rps[] = {
 
 static void encode_by_hand(void **state) {
   (void)state;
-  sluice__orca r = {0.5, -1, 10, 2.5, 1, -1};
+  sluice__orca r = {0.5, -1, 10, 2.5, 1, -1, -1};
   uint8_t buf[SLUICE__ORCA_MAX];
   size_t n = sluice__orca_encode(&r, buf, sizeof buf);
   assert_int_equal(n, sizeof k_small);
@@ -84,7 +84,7 @@ static void encode_empty_and_full(void **state) {
   assert_double(back.cpu_utilization, -1);
   assert_double(back.in_flight, -1);
   /* Every member present fits SLUICE__ORCA_MAX. */
-  sluice__orca full = {1e300, 1, 1e300, 1e300, 1e300, 1e300};
+  sluice__orca full = {1e300, 1, 1e300, 1e300, 1e300, 1e300, 1e300};
   size_t n = sluice__orca_encode(&full, buf, sizeof buf);
   assert_true(n > 0 && n <= SLUICE__ORCA_MAX);
 }
@@ -92,11 +92,12 @@ static void encode_empty_and_full(void **state) {
 static void round_trip(void **state) {
   (void)state;
   const sluice__orca cases[] = {
-      {0.5, -1, 10, 2.5, 1, -1},
-      {0, 0, 0, 0, 0, 0}, /* zeros are encoded: present, unlike proto3 */
-      {1.75, 0.125, 123456.25, 0.001, 1000, 0.875},
-      {-1, -1, -1, -1, 3, -1},
-      {0.25, -1, -1, -1, -1, 2.5},
+      {0.5, -1, 10, 2.5, 1, -1, -1},
+      {0, 0, 0, 0, 0, 0, -1}, /* zeros are encoded: present, unlike proto3 */
+      {1.75, 0.125, 123456.25, 0.001, 1000, 0.875, -1},
+      {-1, -1, -1, -1, 3, -1, -1},
+      {0.25, -1, -1, -1, -1, 2.5, -1},
+      {-1, -1, -1, -1, -1, 0.5, 0.75}, /* downstream back-pressure */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint8_t buf[SLUICE__ORCA_MAX];
@@ -109,6 +110,7 @@ static void round_trip(void **state) {
     assert_double(back.rps_fractional, cases[i].rps_fractional);
     assert_double(back.queue_ms, cases[i].queue_ms);
     assert_double(back.in_flight, cases[i].in_flight);
+    assert_double(back.downstream, cases[i].downstream);
     assert_double(back.application_utilization,
                   cases[i].application_utilization);
   }
@@ -130,11 +132,12 @@ static void application_utilization(void **state) {
   assert_double(back.application_utilization, 0.5);
   assert_double(back.cpu_utilization, -1);
   /* Every member present still fits SLUICE__ORCA_MAX. */
-  sluice__orca full = {1e300, 1, 1e300, 1e300, 1e300, 1e300};
+  sluice__orca full = {1e300, 1, 1e300, 1e300, 1e300, 1e300, 1e300};
   n = sluice__orca_encode(&full, buf, sizeof buf);
   assert_true(n > 0 && n <= SLUICE__ORCA_MAX);
   assert_int_equal(sluice__orca_decode(buf, n, &back), 0);
   assert_double(back.application_utilization, 1e300);
+  assert_double(back.downstream, 1e300);
 }
 
 static void decode_python(void **state) {
