@@ -211,9 +211,9 @@ SLUICE_API int sluice_server_opts_set_codel(sluice_server_opts *o,
  *                      the queue in the last window (0 without limits),
  *                      "in_flight": calls in flight now,
  *                      "downstream": how hard the services the handlers
- *                      call push back, 0..1 (sluice_server_call_report_
- *                      downstream(); sent for a second after the last
- *                      figure). A sluice client at the edge of a chain
+ *                      call push back, 0..1 (the largest figure given to
+ *                      sluice_server_call_report_downstream() in the last
+ *                      100-200 ms). A sluice client at the edge of a chain
  *                      reads it as the server's utilization, so it sheds
  *                      what the chain's bottleneck cannot take
  *                      (docs/flow-control.md, "Back-pressure through a
@@ -585,9 +585,10 @@ sluice_server_call_metadata(const sluice_server_call *call);
  * call it themselves for every call started with
  * sluice_call_opts_set_parent(call); an application that depends on other
  * back-ends (a database pool, a non-sluice client) may report their
- * pressure the same way. The last figure of any call of the server wins;
- * it lapses after a second without one. Any thread, until the call is
- * freed (its finish).
+ * pressure the same way. The server reports the largest figure its calls
+ * noted in the last 100-200 ms (it is as pressed as its most pressed
+ * downstream service), none once nothing was noted for that long. Any
+ * thread, until the call is freed (its finish).
  * @param call the call whose handler depends on the downstream service
  * @param pressure 0..1; values outside are clamped
  * @retval 0 noted

@@ -58,18 +58,19 @@ static void store_pressure(sluice__picker *p) {
 }
 
 /* Inside a chain, each decision is a sample of the channel's pressure:
- * a refusal is full pressure, a pick what the destinations hold against
- * their limits (and what they report of their own downstream). Nothing
+ * what the destinations hold and what waits against their limits (or
+ * what they report of their own downstream), at least 1 for a refusal.
+ * Nothing
  * is kept at the edge (no parent would read it): no cost there. */
 static void note_pressure(sluice__picker *p, sluice__lb_verdict v, size_t n,
                           uint64_t now) {
   if (!p->lb.inner || v == SLUICE__LB_NONE)
     return;
-  sluice__lb_pressure_note(
-      &p->lb,
-      v == SLUICE__LB_PICKED
-          ? sluice__lb_pressure_sample(&p->lb, p->views, n, p->n_waiting, now)
-          : 1.0);
+  double sample =
+      sluice__lb_pressure_sample(&p->lb, p->views, n, p->n_waiting, now);
+  if (v != SLUICE__LB_PICKED && sample < 1)
+    sample = 1; /* refused: at the limits at least */
+  sluice__lb_pressure_note(&p->lb, sample, now);
   store_pressure(p);
 }
 
@@ -83,7 +84,7 @@ double sluice__picker_pressure(const sluice__picker *p) {
 void sluice__picker_note_refusal(sluice__picker *p) {
   if (!p->lb.inner)
     return;
-  sluice__lb_pressure_note(&p->lb, 1.0);
+  sluice__lb_pressure_note(&p->lb, 1.0, sluice_now_ns());
   store_pressure(p);
 }
 

@@ -328,9 +328,14 @@ static void evaluate(sluice__lb *lb, sluice__lb_dest *d, uint32_t path,
 
   learn_cap(cfg, d, queueing, queueing && c == SEG_HIGH);
   double u_t = 0; /* capacity unknown: nothing says the rate is high */
-  if (peer && d->util_avg >= 0)
+  if (peer && d->util_avg >= 0) {
     u_t = d->util_avg;
-  else if (d->cap > 0)
+    /* At the edge of a chain, the downstream pressure is already a moving
+     * average where it is measured (100 ms, lb.c): read it as it comes,
+     * or a load spike would be over before the edge saw it. */
+    if (!lb->inner && e->peer_down > u_t)
+      u_t = e->peer_down;
+  } else if (d->cap > 0)
     u_t = d->rate_avg > 0 ? d->rate_avg / d->cap : 0;
   int t = pressure ? SEG_HIGH
                    : segment(u_t, t_seg(d->state), cfg->btc_low, cfg->btc_high,

@@ -457,17 +457,27 @@ double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e) {
   return e->peer_util;
 }
 
-#define PRESSURE_SMOOTHING 0.1 /* per decision */
+/* The pressure's time constant: decisions come at the call rate (a
+ * thousand a second inside a busy chain), and a single burst should not
+ * read as a bottleneck at its limit three tiers up. */
+#define PRESSURE_TAU_NS (100 * UINT64_C(1000000))
 
-void sluice__lb_pressure_note(sluice__lb *lb, double sample) {
+void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now) {
   if (sample < 0)
     sample = 0;
   if (sample > 1)
     sample = 1;
-  if (lb->pressure < 0)
-    lb->pressure = sample;
-  else
-    lb->pressure += PRESSURE_SMOOTHING * (sample - lb->pressure);
+  if (lb->pressure < 0 || now <= lb->pressure_ns) {
+    if (lb->pressure < 0)
+      lb->pressure = sample;
+    else /* same instant (or a clock step back): a small step */
+      lb->pressure += 0.01 * (sample - lb->pressure);
+  } else {
+    uint64_t dt = now - lb->pressure_ns;
+    double a = dt >= PRESSURE_TAU_NS ? 1 : (double)dt / PRESSURE_TAU_NS;
+    lb->pressure += a * (sample - lb->pressure);
+  }
+  lb->pressure_ns = now;
 }
 
 double sluice__lb_pressure_sample(const sluice__lb *lb,

@@ -112,7 +112,7 @@ typedef struct sluice__lb_peer_load {
   double queue_ms;    /* time calls wait before their handler */
   double in_flight;
   double downstream; /* the back-pressure of the services it calls, 0..1
-                        (named metric downstream_utilization); < 0 none */
+                        (named metric downstream); < 0 none */
 } sluice__lb_peer_load;
 
 /* Measurements of one destination, kept by lb_est.c for every strategy. */
@@ -281,8 +281,10 @@ struct sluice__lb {
    * what the chain's bottleneck cannot take, before any tier has done work
    * for it. */
   int inner;
-  double pressure; /* this channel's own back-pressure, 0..1 (EWMA of
-                      sluice__lb_pressure_sample per decision); < 0 none */
+  double pressure;      /* this channel's own back-pressure, 0..1 (moving
+                           average of sluice__lb_pressure_sample over ~100 ms of
+                           decisions); < 0 none */
+  uint64_t pressure_ns; /* its last decision */
 };
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
@@ -325,9 +327,11 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
  * with its load and says nothing the edge should act on. */
 double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e);
 
-/* Folds one decision into lb->pressure: sample 0..1 (a refusal is 1). */
-void sluice__lb_pressure_note(sluice__lb *lb, double sample);
-/* The back-pressure the channel sees now, 0..1: the calls in flight and
+/* Folds one decision at now into lb->pressure: sample 0..1 (a refusal is
+ * 1, more is clamped), weighted by the time since the previous one (time
+ * constant 100 ms). */
+void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now);
+/* The back-pressure the channel sees now (not clamped): the calls in flight and
  * waiting against the usable destinations' limits (0 when none has a
  * limit: rr), or the largest downstream pressure a usable destination
  * reported lately, whichever is higher. */

@@ -60,13 +60,49 @@ int sluice__load_set_utilization(sluice__load *l, double utilization) {
   return 0;
 }
 
+#define DOWN_BUCKET_NS (100 * MS)
+
 void sluice__load_note_downstream(sluice__load *l, double pressure) {
   if (pressure != pressure) /* NaN */
     return;
-  store_double(&l->down_bits, pressure < 0   ? 0.0
-                              : pressure > 1 ? 1.0
-                                             : pressure);
-  __atomic_store_n(&l->down_ns, sluice_now_ns(), __ATOMIC_RELEASE);
+  pressure = pressure < 0 ? 0.0 : pressure > 1 ? 1.0 : pressure;
+  uint64_t b = sluice_now_ns() / DOWN_BUCKET_NS + 1, bits;
+  memcpy(&bits, &pressure, sizeof bits);
+  unsigned i = (unsigned)(b & 1);
+  uint64_t cur = __atomic_load_n(&l->down_bucket[i], __ATOMIC_ACQUIRE);
+  if (cur != b) {
+    /* A new bucket: the first note of it starts its maximum (two threads
+     * starting the same bucket at once may lose one of their figures for
+     * that bucket: the next note corrects it). */
+    __atomic_store_n(&l->down_max_bits[i], bits, __ATOMIC_RELAXED);
+    __atomic_store_n(&l->down_bucket[i], b, __ATOMIC_RELEASE);
+    return;
+  }
+  uint64_t old = __atomic_load_n(&l->down_max_bits[i], __ATOMIC_RELAXED);
+  for (;;) {
+    double d;
+    memcpy(&d, &old, sizeof d);
+    if (d >= pressure ||
+        __atomic_compare_exchange_n(&l->down_max_bits[i], &old, bits, 0,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      return;
+  }
+}
+
+/* The largest downstream pressure of this bucket and the one before, or
+ * -1 when neither has a note. */
+static double downstream(const sluice__load *l, uint64_t now) {
+  uint64_t b = now / DOWN_BUCKET_NS + 1;
+  double best = -1;
+  for (unsigned i = 0; i < 2; i++) {
+    uint64_t bi = __atomic_load_n(&l->down_bucket[i], __ATOMIC_ACQUIRE);
+    if (bi != b && bi + 1 != b)
+      continue;
+    double d = load_double(&l->down_max_bits[i]);
+    if (d > best)
+      best = d;
+  }
+  return best;
 }
 
 int sluice__load_due(const sluice__load *l, sluice__load_pacer *p) {
@@ -124,11 +160,8 @@ size_t sluice__load_report(sluice__load *l, int in_flight, char *out) {
   r.rps_fractional = load_double(&l->rps_bits);
   r.queue_ms = load_double(&l->queue_ms_bits);
   r.in_flight = in_flight;
-  /* Noted by the calls the handlers make (sluice_call_opts_set_parent);
-   * stale after a second without any. */
-  uint64_t down_ns = __atomic_load_n(&l->down_ns, __ATOMIC_ACQUIRE);
-  if (down_ns && now - down_ns < 1000 * MS)
-    r.downstream = load_double(&l->down_bits);
+  /* Noted by the calls the handlers make (sluice_call_opts_set_parent). */
+  r.downstream = downstream(l, now);
   uint8_t buf[SLUICE__ORCA_MAX];
   size_t n = sluice__orca_encode(&r, buf, sizeof buf);
   if (!n || sluice__base64_encoded_len(n) >= SLUICE__LOAD_REPORT_B64)

@@ -29,11 +29,12 @@ typedef struct sluice__load {
   uint64_t rps_bits, queue_ms_bits; /* doubles of the last window */
   uint64_t app_util_bits;           /* double: sluice_server_set_utilization,
                                        negative = not given */
-  uint64_t down_bits;               /* double: the downstream pressure
-                                       last noted, 0..1 */
-  uint64_t down_ns;                 /* when (0: never) */
-  uint64_t win_start;               /* ns */
-  uv_mutex_t win_mu;                /* one thread rolls the window */
+  /* The downstream pressure noted by the handlers' calls: the largest of
+   * each 100 ms bucket, in two slots by the bucket's parity (each slot:
+   * bucket number + 1, 0 = empty; double bits of the maximum). */
+  uint64_t down_bucket[2], down_max_bits[2];
+  uint64_t win_start; /* ns */
+  uv_mutex_t win_mu;  /* one thread rolls the window */
   uint64_t win_completions, win_q_sum_us, win_q_n; /* under win_mu */
 } sluice__load;
 
@@ -64,9 +65,10 @@ double sluice__load_queue_ms(const sluice__load *l);
 int sluice__load_set_utilization(sluice__load *l, double utilization);
 
 /* The services the handlers call push back this much now (0..1; NaN is
- * ignored, the rest clamped): the report carries it for a second, as its
- * named metric "downstream" (several downstream channels: the last note
- * wins). */
+ * ignored, the rest clamped). The report carries the largest figure noted
+ * in the last 100-200 ms as its named metric "downstream" (a server whose
+ * handlers call several services is as pressed as the most pressed one),
+ * and none once nothing was noted for that long. */
 void sluice__load_note_downstream(sluice__load *l, double pressure);
 
 /* Whether a response's trailers carry a report: reports on, and either no

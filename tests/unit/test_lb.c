@@ -246,8 +246,8 @@ static void estimator_basics(void **state) {
 
 /* A channel's own back-pressure (what a parent's server passes up): calls
  * in flight and waiting against the usable destinations' limits, or a
- * destination's fresh downstream report when higher; smoothed per
- * decision and clamped to 0..1. */
+ * destination's fresh downstream report when higher; smoothed over time
+ * (100 ms) and clamped to 0..1. */
 static void pressure_sample_and_note(void **state) {
   (void)state;
   sluice__lb lb;
@@ -273,13 +273,21 @@ static void pressure_sample_and_note(void **state) {
   assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.8, 1e-9);
   b.est.peer_down = -1;
   assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0, 1e-9);
-  sluice__lb_pressure_note(&lb, 0.5);
+  /* The first decision sets it; then each moves it by the time since the
+   * previous one over the 100 ms time constant. */
+  sluice__lb_pressure_note(&lb, 0.5, t);
   assert_near(lb.pressure, 0.5, 1e-9);
-  sluice__lb_pressure_note(&lb, 7); /* clamped to 1 */
+  sluice__lb_pressure_note(&lb, 7, t + 10 * MS); /* clamped to 1: +10 % */
   assert_near(lb.pressure, 0.55, 1e-9);
-  for (int i = 0; i < 200; i++)
-    sluice__lb_pressure_note(&lb, -3); /* clamped to 0 */
-  assert_true(lb.pressure >= 0 && lb.pressure < 1e-6);
+  sluice__lb_pressure_note(&lb, 1, t + 60 * MS); /* half the way */
+  assert_near(lb.pressure, 0.775, 1e-9);
+  /* A burst of refusals within a millisecond barely moves it. */
+  for (int i = 0; i < 10; i++)
+    sluice__lb_pressure_note(&lb, 0, t + 60 * MS + (uint64_t)i * 100000);
+  assert_true(lb.pressure > 0.75);
+  /* A decision long after sets it (and clamps below at 0). */
+  sluice__lb_pressure_note(&lb, -3, t + 2 * SEC);
+  assert_near(lb.pressure, 0, 1e-9);
 }
 
 /* 1000 completions/s of 1000 + 500 bytes over 100 ms windows. */
