@@ -2,6 +2,7 @@
  * callbacks that turn streams into calls (see server_conn.h). */
 #include "server/server_conn.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,9 +132,9 @@ static void begin_drain(sluice__sconn *sc, const char *text, int shutdown,
   sc->drain_shutdown = shutdown;
   sc->grace_ns = grace_ns;
   nghttp2_session *s = sc->conn.session;
-  if (nghttp2_submit_shutdown_notice(s) != 0 ||
-      nghttp2_submit_ping(s, NGHTTP2_FLAG_NONE, drain_ping) != 0 ||
-      (shutdown && grace_ns == 0)) {
+  /* The PING follows once the notice is out (on_frame_send): nghttp2
+   * would otherwise send it first. */
+  if (nghttp2_submit_shutdown_notice(s) != 0 || (shutdown && grace_ns == 0)) {
     final_goaway(sc, now); /* nothing to wait for */
   } else {
     sc->stage = NOTICE;
@@ -334,6 +335,13 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) {
     sc->have_good_ping = 0; /* A8: sending HEADERS or DATA resets */
     sc->strikes = 0;
+  }
+  if (frame->hd.type == NGHTTP2_GOAWAY && sc->stage == NOTICE &&
+      frame->goaway.last_stream_id == INT32_MAX) {
+    if (nghttp2_submit_ping(s, NGHTTP2_FLAG_NONE, drain_ping) != 0)
+      final_goaway(sc, sluice_now_ns());
+    sluice__conn_want_write(&sc->conn);
+    return 0;
   }
   if (frame->hd.type != NGHTTP2_HEADERS ||
       !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
