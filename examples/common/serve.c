@@ -46,6 +46,23 @@ int sluice_example_serve(sluice_server *srv, const char *address,
   fprintf(stderr, "%s: %s, shutting down\n", prog,
           sig == SIGINT ? "SIGINT" : "SIGTERM");
   sluice_server_shutdown(srv, grace_ms);
+  /* What the connection limits did (tests read this line). */
+  fprintf(stderr,
+          "%s: connections: %llu accepted, %llu max_age, %llu max_idle, "
+          "%llu too_many_pings, %llu keepalive_timeouts, %llu grace_expired\n",
+          prog,
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_CONNECTIONS_ACCEPTED),
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_GOAWAY_MAX_AGE),
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_GOAWAY_MAX_IDLE),
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS),
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_KEEPALIVE_TIMEOUTS),
+          (unsigned long long)sluice_server_conn_events(
+              srv, SLUICE_SERVER_GRACE_EXPIRED));
   return 0;
 }
 
