@@ -375,6 +375,34 @@ static void test_shutdown_frame_sequence(void **state) {
   e2e_server_free(s);
 }
 
+/* Server keepalive: a peer that sends its preface and then nothing, and
+ * never answers the server's PING, is closed after the timeout. */
+static void test_keepalive_timeout(void **state) {
+  (void)state;
+  sluice_server_opts *o = NULL;
+  assert_int_equal(sluice_server_opts_new(&o), 0);
+  assert_int_equal(sluice_server_opts_set_keepalive(o, 200, 300), 0);
+  e2e_server *s = e2e_server_start(NULL, o);
+  sluice_server_opts_del(o);
+  int fd = e2e_connect_loopback(s->port);
+  assert_true(fd >= 0);
+  static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                   "\0\0\0\4\0\0\0\0\0"; /* + SETTINGS */
+  assert_int_equal(send(fd, preface, sizeof preface - 1, MSG_NOSIGNAL),
+                   (ssize_t)(sizeof preface - 1));
+  assert_true(wait_event(s->srv, SLUICE_SERVER_KEEPALIVE_TIMEOUTS, 1,
+                         3 * E2E_HANG_MS) == 1);
+  /* The server sent its PING and then closed: read up to EOF. */
+  int pings = 0;
+  frame f;
+  while (read_frame(fd, &f) == 0)
+    if (f.type == 6 && !(f.flags & 1))
+      pings++;
+  close(fd);
+  assert_true(pings >= 1);
+  e2e_server_free(s);
+}
+
 static void test_bad_options(void **state) {
   (void)state;
   sluice_server_opts *o = NULL;
@@ -423,6 +451,7 @@ int main(void) {
       cmocka_unit_test(test_max_idle),
       cmocka_unit_test(test_age_grace_ends),
       cmocka_unit_test(test_shutdown_frame_sequence),
+      cmocka_unit_test(test_keepalive_timeout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
