@@ -239,8 +239,9 @@ static void usage(FILE *f, const char *prog) {
           "fixed-latency service)\n"
           "  --tls_cert FILE, --tls_key FILE\n"
           "               accept TLS only, with this certificate chain and "
-          "key (PEM)\n",
-          prog);
+          "key (PEM)\n"
+          "%s",
+          prog, sluice_example_conn_flags_usage);
 }
 
 int main(int argc, char **argv) {
@@ -248,6 +249,8 @@ int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL;
   unsigned long port = 50051, threads = 0, delay_us = 0;
+  sluice_example_conn_flags conn_flags;
+  sluice_example_conn_flags_init(&conn_flags);
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
@@ -256,8 +259,10 @@ int main(int argc, char **argv) {
       return 0;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
-    int bad;
-    if (strcmp(flag, "--port") == 0) {
+    int bad = 0;
+    if (sluice_example_conn_flag(flag, val, &conn_flags, &bad)) {
+      /* parsed */
+    } else if (strcmp(flag, "--port") == 0) {
       bad = sluice_example_parse_ulong(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
       bad = sluice_example_parse_ulong(val, 1024, &threads);
@@ -315,6 +320,10 @@ int main(int argc, char **argv) {
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
+    goto out;
+  }
+  if (sluice_example_apply_conn_flags(opts, &conn_flags, prog) != 0) {
+    exit_code = 2;
     goto out;
   }
   if (tls_cert &&

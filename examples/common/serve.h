@@ -36,6 +36,35 @@ int sluice_example_server_tls(sluice_server_opts *o, const char *cert,
                               const char *key, const char *client_ca,
                               int require_client_cert, const char *prog);
 
+/* The server-side connection limits every example server takes as flags
+ * (docs/connections.md); 0 / -1 fields: the library's default. */
+typedef struct sluice_example_conn_flags {
+  unsigned long max_idle_ms, max_age_ms, max_age_grace_ms; /* 0: none */
+  long keepalive_time_ms, keepalive_timeout_ms;            /* -1: default */
+  long keepalive_min_time_ms;                              /* -1: default */
+  int permit_without_calls;                                /* -1: default */
+  long max_ping_strikes;                                   /* -1: default */
+} sluice_example_conn_flags;
+
+void sluice_example_conn_flags_init(sluice_example_conn_flags *f);
+
+/* The help text of those flags (for a usage message). */
+extern const char sluice_example_conn_flags_usage[];
+
+/* If flag is one of them (--max-connection-idle-ms, --max-connection-age-ms,
+ * --max-connection-age-grace-ms, --keepalive-time-ms,
+ * --keepalive-timeout-ms, --keepalive-min-time-ms,
+ * --keepalive-permit-without-calls, --max-ping-strikes; each takes a
+ * value), parses val into f and returns 1, setting *bad when val is not a
+ * valid number; else returns 0. */
+int sluice_example_conn_flag(const char *flag, const char *val,
+                             sluice_example_conn_flags *f, int *bad);
+
+/* Sets f's limits on o. Returns 0, or -1 after printing "PROG: why". */
+int sluice_example_apply_conn_flags(sluice_server_opts *o,
+                                    const sluice_example_conn_flags *f,
+                                    const char *prog);
+
 /* Listens on address, starts srv, prints "listening on <port>" on stdout,
  * waits for one of stop_signals, prints "PROG: SIGTERM, shutting down" on
  * stderr and shuts srv down with grace_ms for calls in flight. Returns 0,

@@ -3,6 +3,7 @@
  *   greeter_server [--port N] [--host H] [--threads T]
  *                  [--use_tls --tls_cert FILE --tls_key FILE
  *                   [--tls_client_ca FILE [--require_client_cert]]]
+ *                  [connection limits: --max-connection-age-ms MS ...]
  *
  * Replies "Hello <name>". Request metadata whose key starts with "x-echo-" is
  * sent back twice, as initial and as trailing metadata, so that tests can
@@ -17,6 +18,10 @@
  * --require_client_cert refuses clients without one (mutual TLS); the
  * subject of a verified client certificate goes back as the initial
  * metadata "x-peer-identity".
+ *
+ * The connection limits (max idle, max age and its grace, keepalive and
+ * PING enforcement; see --help and docs/connections.md) are the library's
+ * options as flags.
  *
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a free
  * one, so scripts read the port from that line). SIGINT or SIGTERM shut it
@@ -223,8 +228,9 @@ static void usage(FILE *f, const char *prog) {
           "CAs\n"
           "  --require_client_cert[=B]\n"
           "                        refuse clients without one (needs "
-          "--tls_client_ca)\n",
-          prog, DEFAULT_PORT);
+          "--tls_client_ca)\n"
+          "%s",
+          prog, DEFAULT_PORT, sluice_example_conn_flags_usage);
 }
 
 /* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
@@ -252,6 +258,8 @@ int main(int argc, char **argv) {
   const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
   int use_tls = 0, require_client_cert = 0;
+  sluice_example_conn_flags conn_flags;
+  sluice_example_conn_flags_init(&conn_flags);
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
@@ -280,8 +288,10 @@ int main(int argc, char **argv) {
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
-    int bad;
-    if (strcmp(flag, "--port") == 0) {
+    int bad = 0;
+    if (sluice_example_conn_flag(flag, val, &conn_flags, &bad)) {
+      /* parsed */
+    } else if (strcmp(flag, "--port") == 0) {
       bad = sluice_example_parse_ulong(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
       bad = sluice_example_parse_ulong(val, 1024, &threads);
@@ -346,6 +356,10 @@ int main(int argc, char **argv) {
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
+    goto out;
+  }
+  if (sluice_example_apply_conn_flags(opts, &conn_flags, prog) != 0) {
+    exit_code = 2;
     goto out;
   }
   if (use_tls &&

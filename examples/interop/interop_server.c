@@ -702,8 +702,9 @@ static void usage(FILE *f, const char *prog) {
           "  --require_client_cert[=B]\n"
           "                        refuse clients without one (needs "
           "--tls_client_ca)\n"
+          "%s"
           "Flags also take the --flag=value form.\n",
-          prog, DEFAULT_PORT);
+          prog, DEFAULT_PORT, sluice_example_conn_flags_usage);
 }
 
 /* "true"/"1"/"yes" -> 1, "false"/"0"/"no" -> 0, anything else -> -1. */
@@ -723,6 +724,8 @@ int main(int argc, char **argv) {
   const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
   int use_tls = 0, require_client_cert = 0;
+  sluice_example_conn_flags conn_flags;
+  sluice_example_conn_flags_init(&conn_flags);
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -763,8 +766,10 @@ int main(int argc, char **argv) {
     }
     if (val == NULL)
       val = i + 1 < argc ? argv[++i] : NULL;
-    int bad;
-    if (strcmp(flag, "--port") == 0) {
+    int bad = 0;
+    if (sluice_example_conn_flag(flag, val, &conn_flags, &bad)) {
+      /* parsed */
+    } else if (strcmp(flag, "--port") == 0) {
       bad = sluice_example_parse_ulong(val, 65535, &port);
     } else if (strcmp(flag, "--threads") == 0) {
       bad = sluice_example_parse_ulong(val, 1024, &threads);
@@ -834,6 +839,10 @@ int main(int argc, char **argv) {
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
+    goto out;
+  }
+  if (sluice_example_apply_conn_flags(opts, &conn_flags, prog) != 0) {
+    exit_code = 2;
     goto out;
   }
   if (use_tls &&

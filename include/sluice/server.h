@@ -242,6 +242,71 @@ SLUICE_API int sluice_server_opts_set_load_report(sluice_server_opts *o,
 SLUICE_API int
 sluice_server_opts_set_load_report_interval(sluice_server_opts *o, uint32_t ms);
 
+/** Connection lifetime (gRFC A9). A connection that has had no call for
+ * max_idle_ms (counted from its start, or from the moment its last call
+ * ended) is closed with a graceful GOAWAY whose debug text is "max_idle".
+ * A connection older than max_age_ms (with +-10 % jitter per connection,
+ * so that connections made together do not all go together) gets a
+ * graceful GOAWAY with debug text "max_age"; its calls then have
+ * max_age_grace_ms (counted from the second GOAWAY, no jitter) to finish,
+ * after which the connection is closed: their handlers see the calls
+ * cancelled and the clients see them fail. The graceful GOAWAY is in two
+ * steps, as gRPC's: a shutdown notice (last-stream-id 2^31-1) and a PING;
+ * on the PING's ACK, or at most 20 s later, the final GOAWAY with the last
+ * stream id processed; clients replay refused calls on a new connection,
+ * so an aged-out connection fails no call. See docs/connections.md.
+ * @param o the options
+ * @param max_idle_ms idle limit in ms; 0 (the default): none
+ * @param max_age_ms age limit in ms; 0 (the default): none
+ * @param max_age_grace_ms the drain time after max_age or max_idle in ms;
+ *   0 (the default): no limit
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or a value is above a year
+ *   (31536000000 ms) */
+SLUICE_API int sluice_server_opts_set_connection_limits(
+    sluice_server_opts *o, uint64_t max_idle_ms, uint64_t max_age_ms,
+    uint64_t max_age_grace_ms);
+
+/** Server keepalive (gRFC A9): when nothing has been read from a
+ * connection for time_ms, the server sends a PING, whether or not calls are
+ * open; when nothing at all is read in the timeout_ms that follow, the
+ * connection is closed (its calls are cancelled) and counted as
+ * SLUICE_SERVER_KEEPALIVE_TIMEOUTS.
+ * @param o the options
+ * @param time_ms the idle time before a PING in ms (default 7200000, two
+ *   hours); 0: no keepalive PINGs
+ * @param timeout_ms how long to wait for any byte after the PING in ms
+ *   (default 20000)
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL, a value is above a year, or
+ *   time_ms is set and timeout_ms is 0 */
+SLUICE_API int sluice_server_opts_set_keepalive(sluice_server_opts *o,
+                                                uint64_t time_ms,
+                                                uint64_t timeout_ms);
+
+/** Ping enforcement (gRFC A8): how often clients may PING. A PING is bad
+ * when it comes less than min_time_ms after the last good one, or, while
+ * the connection has no call and permit_without_calls is 0, less than two
+ * hours after it; each bad PING is a strike, and the strikes (and the
+ * clock) start again whenever the server sends HEADERS or DATA. When the
+ * strikes exceed max_ping_strikes the server sends GOAWAY
+ * ENHANCE_YOUR_CALM with debug text "too_many_pings" and closes the
+ * connection (counted as SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS); stock gRPC
+ * clients then fail their calls UNAVAILABLE and double their keepalive
+ * time.
+ * @param o the options
+ * @param min_time_ms the least time between PINGs in ms (default 300000,
+ *   five minutes)
+ * @param permit_without_calls non-zero: PINGs on a connection without
+ *   calls are held to min_time_ms too (default 0)
+ * @param max_ping_strikes bad PINGs tolerated (default 2); 0: no limit
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL, min_time_ms is above a year or
+ *   max_ping_strikes above INT32_MAX */
+SLUICE_API int sluice_server_opts_set_keepalive_enforcement(
+    sluice_server_opts *o, uint64_t min_time_ms, int permit_without_calls,
+    uint32_t max_ping_strikes);
+
 /** @} */
 
 /* ---- server */
@@ -260,6 +325,31 @@ sluice_server_opts_set_load_report_interval(sluice_server_opts *o, uint32_t ms);
  * @retval SLUICE_ERR_INVALID_ARG srv is NULL or utilization is NaN */
 SLUICE_API int sluice_server_set_utilization(sluice_server *srv,
                                              double utilization);
+
+/** What sluice_server_conn_events() counts. */
+typedef enum sluice_server_conn_event {
+  /** Connections accepted. */
+  SLUICE_SERVER_CONNECTIONS_ACCEPTED = 0,
+  /** GOAWAY ENHANCE_YOUR_CALM "too_many_pings" sent (ping enforcement). */
+  SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS = 1,
+  /** Graceful GOAWAYs "max_age" started (connection lifetime). */
+  SLUICE_SERVER_GOAWAY_MAX_AGE = 2,
+  /** Graceful GOAWAYs "max_idle" started (connection lifetime). */
+  SLUICE_SERVER_GOAWAY_MAX_IDLE = 3,
+  /** Connections closed because a keepalive PING got no answer. */
+  SLUICE_SERVER_KEEPALIVE_TIMEOUTS = 4,
+  /** Connections whose drain grace ran out with calls still open (closed,
+   * the calls cancelled). */
+  SLUICE_SERVER_GRACE_EXPIRED = 5
+} sluice_server_conn_event;
+
+/** How many times ev has happened on the server's connections since
+ * sluice_server_new(). Thread-safe (atomic loads); cheap.
+ * @param srv the server
+ * @param ev what to count
+ * @return the count; 0 when srv is NULL or ev unknown */
+SLUICE_API uint64_t sluice_server_conn_events(const sluice_server *srv,
+                                              sluice_server_conn_event ev);
 
 /** Creates a server (not yet listening) in *out. opts may be NULL; it is
  * read during the call and not kept (it may be freed right after).

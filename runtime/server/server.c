@@ -43,7 +43,8 @@ struct sluice_server {
   sluice__sconn_loop **targets; /* &loops[i].conns, for the listeners */
   unsigned n_loops;
   int started;
-  int shut_down; /* atomic */
+  int shut_down;           /* atomic */
+  uint64_t drain_grace_ms; /* of the shutdown, for the loops' drain tasks */
 };
 
 int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
@@ -94,6 +95,13 @@ int sluice_server_set_utilization(sluice_server *srv, double utilization) {
   if (!srv)
     return SLUICE_ERR_INVALID_ARG;
   return sluice__load_set_utilization(&srv->load, utilization);
+}
+
+uint64_t sluice_server_conn_events(const sluice_server *srv,
+                                   sluice_server_conn_event ev) {
+  if (!srv || (unsigned)ev >= SLUICE__SCONN_EVENTS)
+    return 0;
+  return sluice__sconn_events(&srv->conns, (unsigned)ev);
 }
 
 int sluice_server_listen(sluice_server *srv, const char *address,
@@ -154,7 +162,7 @@ static void drain_loop(sluice__task *t) {
   sluice__sloop *sl = SLUICE__CONTAINER_OF(t, sluice__sloop, drain_task);
   if (sl == &sl->srv->loops[0])
     sluice__listeners_close(&sl->srv->listeners);
-  sluice__sconn_loop_goaway(&sl->conns);
+  sluice__sconn_loop_goaway(&sl->conns, sl->srv->drain_grace_ms);
 }
 
 static void force_loop(void *ud) {
@@ -172,6 +180,7 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   }
   __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
   sluice__listeners_stop(&srv->listeners); /* hand-offs in flight close */
+  srv->drain_grace_ms = grace_ms;          /* read by drain_loop (posted) */
   for (unsigned i = 0; i < srv->n_loops; i++) {
     srv->loops[i].drain_task.fn = drain_loop;
     sluice__loop_post(srv->loops[i].loop, &srv->loops[i].drain_task);

@@ -2,6 +2,7 @@
  * callbacks that turn streams into calls (see server_conn.h). */
 #include "server/server_conn.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +11,232 @@
 #include "transport/h2session.h"
 #include "transport/tls.h"
 
+/* Where a connection is in its life (gRFC A9's graceful GOAWAY). */
+typedef enum {
+  SERVING,  /* no GOAWAY sent */
+  NOTICE,   /* shutdown notice + PING sent, new streams still taken */
+  DRAINING, /* final GOAWAY sent: the last calls finish */
+  CLOSING   /* too many pings: GOAWAY sent, closing at once */
+} sconn_stage;
+
+/* The opaque data of the PING that follows the shutdown notice. */
+static const uint8_t drain_ping[8] = {'s', 'l', 'c', 'd', 'r', 'a', 'i', 'n'};
+
+#define NOTICE_MAX_NS (20ull * 1000000000) /* C-core's cap, grpc#29050 */
+#define NO_CALL_PING_NS (2ull * 3600 * 1000000000) /* A8: pings w/o calls */
+
 /* One HTTP/2 server connection. */
 typedef struct sluice__sconn {
   sluice__conn conn;
   sluice__sconn_loop *cl;
-  sluice__list link; /* in cl->conns */
-  int draining;
+  sluice__list link;   /* in cl->conns */
   char *peer_identity; /* verified client certificate subject, or NULL */
   sluice__list calls;  /* its calls' streams (sluice__sstream.link) */
   sluice__load_pacer load_pacer; /* next load report due */
+  /* Lifetime and keepalive: one timer for every deadline (0: none), all
+   * sluice_now_ns(); armed for the earliest (rearm()). */
+  uv_timer_t timer;
+  sconn_stage stage;
+  const char *drain_text; /* the final GOAWAY's debug text */
+  int drain_shutdown;     /* the drain is the server's shutdown */
+  uint64_t grace_ns;      /* drain time after the final GOAWAY; 0: none */
+  uint64_t idle_since;    /* calls dropped to 0 (or the start) */
+  uint64_t age_end;       /* max_age with jitter */
+  uint64_t notice_end;    /* NOTICE: send the final GOAWAY by then */
+  uint64_t drain_end;     /* DRAINING: close by then */
+  uint64_t last_read;     /* last frame (its first bytes) read */
+  uint64_t ka_deadline;   /* a keepalive PING is out: bytes due by then */
+  uint64_t close_now;     /* CLOSING: close at the next timer */
+  /* Ping enforcement (A8). */
+  uint64_t last_good_ping;
+  int have_good_ping;
+  uint32_t strikes;
 } sluice__sconn;
+
+static void count(sluice__sconn *sc, sluice_server_conn_event ev) {
+  __atomic_add_fetch(&sc->cl->shared->events[ev], 1, __ATOMIC_RELAXED);
+}
+
+static const sluice_server_opts *opts_of(const sluice__sconn *sc) {
+  return sc->cl->shared->opts;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static uint64_t earliest(uint64_t a, uint64_t b) {
+  return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* The next time something is due (0: nothing). */
+static uint64_t next_due(const sluice__sconn *sc) {
+  const sluice_server_opts *o = opts_of(sc);
+  uint64_t due = 0;
+  switch (sc->stage) {
+  case SERVING:
+    if (o->max_idle_ms && sluice__list_empty(&sc->calls))
+      due = sc->idle_since + o->max_idle_ms * 1000000ull;
+    due = earliest(due, sc->age_end);
+    break;
+  case NOTICE:
+    due = sc->notice_end;
+    break;
+  case DRAINING:
+    due = sc->drain_end;
+    break;
+  case CLOSING:
+    return sc->close_now;
+  }
+  if (o->keepalive_time_ms)
+    due = earliest(due, sc->ka_deadline ? sc->ka_deadline
+                                        : sc->last_read + o->keepalive_time_ms *
+                                                              1000000ull);
+  return due;
+}
+
+static void rearm(sluice__sconn *sc) {
+  if (sc->conn.closing)
+    return;
+  uint64_t due = next_due(sc);
+  if (!due) {
+    uv_timer_stop(&sc->timer);
+    return;
+  }
+  uint64_t now = sluice_now_ns();
+  sluice__timer_start_deadline(&sc->timer, due > now ? due : now + 1, now,
+                               on_timer);
+}
+
+/* Step two: GOAWAY with the last stream id processed. */
+static void final_goaway(sluice__sconn *sc, uint64_t now) {
+  nghttp2_session *s = sc->conn.session;
+  sc->stage = DRAINING;
+  if (!sc->drain_shutdown && sc->grace_ns)
+    sc->drain_end = now + sc->grace_ns;
+  nghttp2_submit_goaway(s, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(s),
+                        NGHTTP2_NO_ERROR, (const uint8_t *)sc->drain_text,
+                        strlen(sc->drain_text));
+  if (sluice__list_empty(&sc->calls))
+    sluice__conn_close_when_flushed(&sc->conn);
+  sluice__conn_want_write(&sc->conn);
+}
+
+/* Step one: a shutdown notice (GOAWAY 2^31-1) and a PING; the final GOAWAY
+ * follows on its ACK or after min(20 s, grace). grace_ns 0: no limit. */
+static void begin_drain(sluice__sconn *sc, const char *text, int shutdown,
+                        uint64_t grace_ns) {
+  if (sc->stage != SERVING || !sc->conn.session || sc->conn.closing)
+    return;
+  uint64_t now = sluice_now_ns();
+  sc->drain_text = text;
+  sc->drain_shutdown = shutdown;
+  sc->grace_ns = grace_ns;
+  nghttp2_session *s = sc->conn.session;
+  /* The PING follows once the notice is out (on_frame_send): nghttp2
+   * would otherwise send it first. */
+  if (nghttp2_submit_shutdown_notice(s) != 0 || (shutdown && grace_ns == 0)) {
+    final_goaway(sc, now); /* nothing to wait for */
+  } else {
+    sc->stage = NOTICE;
+    /* A shutdown's grace covers both steps: half of it at most waits for
+     * the ACK, so that a peer that never answers (not a gRPC client) still
+     * gets the final GOAWAY and a clean close before the grace ends. */
+    uint64_t wait = NOTICE_MAX_NS;
+    if (shutdown && grace_ns / 2 < wait)
+      wait = grace_ns / 2;
+    sc->notice_end = now + wait;
+  }
+  sluice__conn_want_write(&sc->conn);
+  rearm(sc);
+}
+
+static void on_timer(uv_timer_t *t) {
+  sluice__sconn *sc = t->data;
+  if (sc->conn.closing || !sc->conn.session)
+    return;
+  const sluice_server_opts *o = opts_of(sc);
+  uint64_t now = sluice_now_ns();
+  if (sc->stage == CLOSING) {
+    sluice__conn_flush(&sc->conn);
+    sluice__conn_close(&sc->conn, "too many pings");
+    return;
+  }
+  if (sc->ka_deadline && now >= sc->ka_deadline) {
+    count(sc, SLUICE_SERVER_KEEPALIVE_TIMEOUTS);
+    sluice__conn_close(&sc->conn, "keepalive timeout");
+    return;
+  }
+  if (sc->stage == DRAINING && sc->drain_end && now >= sc->drain_end) {
+    count(sc, SLUICE_SERVER_GRACE_EXPIRED);
+    sluice__conn_flush(&sc->conn);
+    sluice__conn_close(&sc->conn, "drain grace ended");
+    return;
+  }
+  if (sc->stage == NOTICE && now >= sc->notice_end)
+    final_goaway(sc, now);
+  if (sc->stage == SERVING) {
+    if (sc->age_end && now >= sc->age_end) {
+      count(sc, SLUICE_SERVER_GOAWAY_MAX_AGE);
+      begin_drain(sc, "max_age", 0, o->max_age_grace_ms * 1000000ull);
+    } else if (o->max_idle_ms && sluice__list_empty(&sc->calls) &&
+               now >= sc->idle_since + o->max_idle_ms * 1000000ull) {
+      count(sc, SLUICE_SERVER_GOAWAY_MAX_IDLE);
+      begin_drain(sc, "max_idle", 0, o->max_age_grace_ms * 1000000ull);
+    }
+  }
+  if (o->keepalive_time_ms && !sc->ka_deadline &&
+      now >= sc->last_read + o->keepalive_time_ms * 1000000ull &&
+      nghttp2_submit_ping(sc->conn.session, NGHTTP2_FLAG_NONE, NULL) == 0) {
+    sc->ka_deadline = now + o->keepalive_timeout_ms * 1000000ull;
+    sluice__conn_want_write(&sc->conn);
+  }
+  rearm(sc);
+}
+
+/* A PING from the client (A8's enforcement): too frequent ones are
+ * strikes; past max_ping_strikes, GOAWAY ENHANCE_YOUR_CALM. */
+static void ping_received(sluice__sconn *sc) {
+  const sluice_server_opts *o = opts_of(sc);
+  if (sc->stage == CLOSING)
+    return;
+  uint64_t now = sluice_now_ns();
+  uint64_t min_ns = o->ping_min_time_ms * 1000000ull;
+  if (sluice__list_empty(&sc->calls) && !o->ping_without_calls)
+    min_ns = NO_CALL_PING_NS;
+  if (!sc->have_good_ping || now >= sc->last_good_ping + min_ns) {
+    sc->have_good_ping = 1;
+    sc->last_good_ping = now;
+    return;
+  }
+  sc->strikes++;
+  if (!o->max_ping_strikes || sc->strikes <= o->max_ping_strikes)
+    return;
+  nghttp2_session *s = sc->conn.session;
+  count(sc, SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS);
+  sc->stage = CLOSING;
+  nghttp2_submit_goaway(
+      s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s),
+      NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)"too_many_pings", 14);
+  /* Closed from the timer: not from inside nghttp2's callback. */
+  sc->close_now = now;
+  sluice__conn_want_write(&sc->conn);
+  rearm(sc);
+}
 
 /* The call of stream id (its sluice__sstream), or NULL. */
 static sluice__sstream *stream_of(nghttp2_session *s, int32_t id) {
   return nghttp2_session_get_stream_user_data(s, id);
+}
+
+/* Any frame read: the peer is alive (keepalive). */
+static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd,
+                          void *ud) {
+  (void)s;
+  (void)hd;
+  sluice__sconn *sc = ud;
+  sc->last_read = sluice_now_ns();
+  sc->ka_deadline = 0; /* the timer finds the next PING's time itself */
+  return 0;
 }
 
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
@@ -58,6 +271,16 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   sluice__sconn *sc = ud;
+  if (frame->hd.type == NGHTTP2_PING) {
+    if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+      ping_received(sc);
+    else if (sc->stage == NOTICE &&
+             memcmp(frame->ping.opaque_data, drain_ping, 8) == 0) {
+      final_goaway(sc, sluice_now_ns());
+      rearm(sc);
+    }
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
     return 0;
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
@@ -109,6 +332,17 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id,
 static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   sluice__sconn *sc = ud;
+  if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) {
+    sc->have_good_ping = 0; /* A8: sending HEADERS or DATA resets */
+    sc->strikes = 0;
+  }
+  if (frame->hd.type == NGHTTP2_GOAWAY && sc->stage == NOTICE &&
+      frame->goaway.last_stream_id == INT32_MAX) {
+    if (nghttp2_submit_ping(s, NGHTTP2_FLAG_NONE, drain_ping) != 0)
+      final_goaway(sc, sluice_now_ns());
+    sluice__conn_want_write(&sc->conn);
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS ||
       !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
       nghttp2_session_get_stream_remote_close(s, frame->hd.stream_id) != 0)
@@ -128,8 +362,14 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t err,
   nghttp2_session_set_stream_user_data(s, id, NULL);
   sluice__list_remove(&st->link);
   sluice__scall_stream_closed(st, err);
-  if (sc->draining && sluice__list_empty(&sc->calls))
+  if (!sluice__list_empty(&sc->calls))
+    return 0;
+  if (sc->stage == DRAINING)
     sluice__conn_close_when_flushed(&sc->conn);
+  else if (sc->stage == SERVING && opts_of(sc)->max_idle_ms) {
+    sc->idle_since = sluice_now_ns();
+    rearm(sc);
+  }
   return 0;
 }
 
@@ -140,6 +380,7 @@ static void init_callbacks(void) {
   nghttp2_session_callbacks *cbs;
   if (nghttp2_session_callbacks_new(&cbs) != 0)
     return;
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cbs,
                                                           on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
@@ -149,6 +390,8 @@ static void init_callbacks(void) {
   nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   g_callbacks = cbs;
 }
+
+static void on_timer_closed(uv_handle_t *h) { free(h->data); }
 
 static void on_closed(sluice__conn *conn, const char *reason) {
   (void)reason;
@@ -164,7 +407,8 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   sluice__list_remove(&sc->link);
   sluice__sconn_shared *sh = sc->cl->shared;
   free(sc->peer_identity);
-  free(sc);
+  sc->peer_identity = NULL;
+  uv_close((uv_handle_t *)&sc->timer, on_timer_closed); /* frees sc */
   uv_mutex_lock(&sh->mu);
   sh->live--;
   uv_cond_broadcast(&sh->cv);
@@ -193,11 +437,25 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
     free(sc);
     return SLUICE_ERR_NOMEM;
   }
+  uv_timer_init(sluice__loop_uv(sluice__sconn_loop_loop(cl)), &sc->timer);
+  sc->timer.data = sc;
   sluice__list_init(&sc->calls);
   sluice__list_push(&cl->conns, &sc->link);
   uv_mutex_lock(&sh->mu);
   sh->live++;
   uv_mutex_unlock(&sh->mu);
+  count(sc, SLUICE_SERVER_CONNECTIONS_ACCEPTED);
+  uint64_t now = sluice_now_ns();
+  sc->idle_since = sc->last_read = now;
+  if (sh->opts->max_age_ms) {
+    /* +-10 % jitter (A9), from a hash of the connection and the time */
+    uint64_t x = (uint64_t)(uintptr_t)sc ^ now;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    double f = 0.9 + 0.2 * ((double)(x % 1000001) / 1000000.0);
+    sc->age_end = now + (uint64_t)((double)sh->opts->max_age_ms * f * 1e6);
+  }
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
       sluice__h2session_new(&s, SLUICE__H2_SERVER, g_callbacks, sc) != 0) {
@@ -218,33 +476,30 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   sluice__h2session_settings(s, SLUICE__H2_SERVER,
                              sh->opts->max_concurrent_streams);
   sluice__conn_start(&sc->conn);
+  rearm(sc);
   return 0;
 }
 
-static void goaway(sluice__sconn *sc) {
-  if (sc->draining || !sc->conn.session)
-    return;
-  sc->draining = 1;
+void sluice__sconn_loop_goaway(sluice__sconn_loop *cl, uint64_t grace_ms) {
   /* Streams up to the last one we saw go on; the client retries the rest
    * elsewhere. nghttp2 ends the session once they are done. */
-  nghttp2_submit_goaway(
-      sc->conn.session, NGHTTP2_FLAG_NONE,
-      nghttp2_session_get_last_proc_stream_id(sc->conn.session),
-      NGHTTP2_NO_ERROR, (const uint8_t *)"shutdown", 8);
-  if (sluice__list_empty(&sc->calls))
-    sluice__conn_close_when_flushed(&sc->conn);
-  sluice__conn_want_write(&sc->conn);
+  SLUICE__LIST_FOREACH_SAFE(n, &cl->conns) {
+    begin_drain(SLUICE__CONTAINER_OF(n, sluice__sconn, link), "shutdown", 1,
+                grace_ms * 1000000ull);
+  }
 }
 
-void sluice__sconn_loop_goaway(sluice__sconn_loop *cl) {
-  SLUICE__LIST_FOREACH_SAFE(n, &cl->conns) {
-    goaway(SLUICE__CONTAINER_OF(n, sluice__sconn, link));
-  }
+uint64_t sluice__sconn_events(const sluice__sconn_shared *sh, unsigned ev) {
+  return ev < SLUICE__SCONN_EVENTS
+             ? __atomic_load_n(&sh->events[ev], __ATOMIC_RELAXED)
+             : 0;
 }
 
 void sluice__sconn_loop_close(sluice__sconn_loop *cl, const char *reason) {
   SLUICE__LIST_FOREACH_SAFE(n, &cl->conns) {
     sluice__sconn *sc = SLUICE__CONTAINER_OF(n, sluice__sconn, link);
+    if (sc->conn.session && !sc->conn.closing && sc->stage == NOTICE)
+      final_goaway(sc, sluice_now_ns()); /* the last stream id, at least */
     if (sc->conn.session)
       sluice__conn_flush(&sc->conn);
     sluice__conn_close(&sc->conn, reason);
@@ -259,6 +514,7 @@ void sluice__sconn_shared_init(sluice__sconn_shared *sh,
   sh->opts = opts;
   sh->routes = routes;
   sh->live = 0;
+  memset(sh->events, 0, sizeof sh->events);
   uv_mutex_init(&sh->mu);
   uv_cond_init(&sh->cv);
 }

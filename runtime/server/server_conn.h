@@ -14,6 +14,8 @@
 #include "server/server_call.h"
 #include "server/server_opts.h"
 
+#define SLUICE__SCONN_EVENTS 6 /* sluice_server_conn_event values */
+
 /* What the connections of one server share. */
 typedef struct sluice__sconn_shared {
   const sluice_server_opts *opts;
@@ -21,6 +23,8 @@ typedef struct sluice__sconn_shared {
   uv_mutex_t mu;
   uv_cond_t cv;  /* broadcast when a connection is gone */
   unsigned live; /* under mu: connections open on every loop */
+  /* sluice_server_conn_events(), by sluice_server_conn_event; atomic */
+  uint64_t events[SLUICE__SCONN_EVENTS];
 } sluice__sconn_shared;
 
 /* What the connections of one loop share. */
@@ -50,8 +54,13 @@ static inline sluice__loop *sluice__sconn_loop_loop(sluice__sconn_loop *cl) {
  * then on the connection's) and starts HTTP/2 on it. Returns 0 or
  * SLUICE_ERR_NOMEM. */
 int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe);
-/* Every connection of the loop: GOAWAY, and close once its calls are done. */
-void sluice__sconn_loop_goaway(sluice__sconn_loop *cl);
+/* Every connection of the loop: the two-step graceful GOAWAY (a shutdown
+ * notice and a PING, the final GOAWAY on its ACK or after min(20 s,
+ * grace_ms)), and close once its calls are done. The caller closes what is
+ * left when the grace ends (sluice__sconn_loop_close). */
+void sluice__sconn_loop_goaway(sluice__sconn_loop *cl, uint64_t grace_ms);
+/* Any thread: the count of one sluice_server_conn_event (0 if unknown). */
+uint64_t sluice__sconn_events(const sluice__sconn_shared *sh, unsigned ev);
 /* Every connection of the loop: close now (after a last flush). */
 void sluice__sconn_loop_close(sluice__sconn_loop *cl, const char *reason);
 

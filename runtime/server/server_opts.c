@@ -21,6 +21,10 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->max_queue = 1000;
   o->load_report = 1;
   o->load_report_interval_ms = 10; /* see server.h: cost vs freshness */
+  o->keepalive_time_ms = 2ull * 3600 * 1000; /* gRFC A9 */
+  o->keepalive_timeout_ms = 20000;
+  o->ping_min_time_ms = 300000; /* gRFC A8, as C-core */
+  o->max_ping_strikes = 2;
   *out = o;
   return 0;
 }
@@ -166,6 +170,44 @@ int sluice_server_opts_set_load_report_interval(sluice_server_opts *o,
   if (!o || ms > 3600000u)
     return SLUICE_ERR_INVALID_ARG;
   o->load_report_interval_ms = ms;
+  return 0;
+}
+
+/* The longest time any of the connection settings takes: a year. */
+#define MAX_CONN_MS (365ull * 24 * 3600 * 1000)
+
+int sluice_server_opts_set_connection_limits(sluice_server_opts *o,
+                                             uint64_t max_idle_ms,
+                                             uint64_t max_age_ms,
+                                             uint64_t max_age_grace_ms) {
+  if (!o || max_idle_ms > MAX_CONN_MS || max_age_ms > MAX_CONN_MS ||
+      max_age_grace_ms > MAX_CONN_MS)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_idle_ms = max_idle_ms;
+  o->max_age_ms = max_age_ms;
+  o->max_age_grace_ms = max_age_grace_ms;
+  return 0;
+}
+
+int sluice_server_opts_set_keepalive(sluice_server_opts *o, uint64_t time_ms,
+                                     uint64_t timeout_ms) {
+  if (!o || time_ms > MAX_CONN_MS || timeout_ms > MAX_CONN_MS ||
+      (time_ms && !timeout_ms))
+    return SLUICE_ERR_INVALID_ARG;
+  o->keepalive_time_ms = time_ms;
+  o->keepalive_timeout_ms = timeout_ms;
+  return 0;
+}
+
+int sluice_server_opts_set_keepalive_enforcement(sluice_server_opts *o,
+                                                 uint64_t min_time_ms,
+                                                 int permit_without_calls,
+                                                 uint32_t max_ping_strikes) {
+  if (!o || min_time_ms > MAX_CONN_MS || max_ping_strikes > INT32_MAX)
+    return SLUICE_ERR_INVALID_ARG;
+  o->ping_min_time_ms = min_time_ms;
+  o->ping_without_calls = permit_without_calls != 0;
+  o->max_ping_strikes = max_ping_strikes;
   return 0;
 }
 

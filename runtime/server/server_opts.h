@@ -32,6 +32,15 @@ struct sluice_server_opts {
   int load_report; /* endpoint-load-metrics-bin in the trailers */
   uint32_t load_report_interval_ms; /* per connection; 0: every response */
   struct ssl_ctx_st *tls;           /* NULL: plaintext; a reference */
+  /* connection lifetime and keepalive (server_conn.c); ms, 0: off */
+  uint64_t max_idle_ms;
+  uint64_t max_age_ms; /* before the +-10 % jitter */
+  uint64_t max_age_grace_ms;
+  uint64_t keepalive_time_ms;
+  uint64_t keepalive_timeout_ms;
+  uint64_t ping_min_time_ms; /* enforcement: least time between PINGs */
+  int ping_without_calls;    /* enforcement: PINGs allowed with no call */
+  uint32_t max_ping_strikes; /* enforcement: 0: unlimited */
   char last_error[256];
 };
 
