@@ -350,6 +350,23 @@ e2e_server *e2e_server_start(const char *address,
   return s;
 }
 
+int e2e_server_wait_held_cancelled(e2e_server *s, int n, unsigned timeout_ms) {
+  uint64_t end = e2e_now_ms() + timeout_ms;
+  for (;;) {
+    int c = 0;
+    pthread_mutex_lock(&s->mu);
+    for (e2e_pending *p = s->pending; p != NULL; p = p->next)
+      if (p->due_ms == 0 && sluice_server_call_is_cancelled(p->call))
+        c++;
+    pthread_mutex_unlock(&s->mu);
+    if (c >= n)
+      return 0;
+    if (e2e_now_ms() >= end)
+      return -1;
+    e2e_sleep_ms(10);
+  }
+}
+
 int e2e_server_release(e2e_server *s, sluice_status_code code) {
   e2e_pending *held = NULL;
   pthread_mutex_lock(&s->mu);

@@ -75,6 +75,10 @@ e2e_server *e2e_server_start(const char *address,
 void e2e_server_free(e2e_server *s);
 /* Waits until n calls are held; returns 0 or -1 on timeout. */
 int e2e_server_wait_held(e2e_server *s, int n, unsigned timeout_ms);
+/* Waits until n held calls see sluice_server_call_is_cancelled() (the
+ * library marks them on its loop, which may lag the event that caused it);
+ * returns 0 or -1 on timeout. */
+int e2e_server_wait_held_cancelled(e2e_server *s, int n, unsigned timeout_ms);
 /* Waits until n late (held or delayed) calls have been finished. */
 int e2e_server_wait_late(e2e_server *s, int n, unsigned timeout_ms);
 /* Finishes every held call now with code (OK: an echo reply). Returns how
