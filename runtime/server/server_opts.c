@@ -21,6 +21,7 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->max_queue = 1000;
   o->load_report = 1;
   o->load_report_interval_ms = 10; /* see server.h: cost vs freshness */
+  o->health_bypass = 1;
   *out = o;
   return 0;
 }
@@ -158,6 +159,20 @@ int sluice_server_opts_set_load_report(sluice_server_opts *o, int on) {
   if (!o)
     return SLUICE_ERR_INVALID_ARG;
   o->load_report = on != 0;
+  return 0;
+}
+
+int sluice_server_opts_set_health(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->health = on != 0;
+  return 0;
+}
+
+int sluice_server_opts_set_health_bypass(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->health_bypass = on != 0;
   return 0;
 }
 

@@ -32,6 +32,8 @@ struct sluice_server_opts {
   int load_report; /* endpoint-load-metrics-bin in the trailers */
   uint32_t load_report_interval_ms; /* per connection; 0: every response */
   struct ssl_ctx_st *tls;           /* NULL: plaintext; a reference */
+  int health;        /* grpc.health.v1.Health served (health.c); default 0 */
+  int health_bypass; /* health calls skip admission; default 1 */
   char last_error[256];
 };
 
