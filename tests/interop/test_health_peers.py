@@ -92,13 +92,17 @@ class Peer:
         return [self.readline() for _ in range(n)]
 
     def close(self):
+        """Ends the peer (EOF on stdin); returns its exit code, None when it
+        had to be killed (a sanitizer's report is a non-zero code)."""
         try:
             self.proc.stdin.close()
-            self.proc.wait(20)
+            rc = self.proc.wait(30)
         except Exception:  # noqa: BLE001
             self.proc.kill()
             self.proc.wait()
+            rc = None
         self.proc.stdout.close()
+        return rc
 
 
 def code_of(fn):
@@ -217,7 +221,8 @@ def part_a(c, peer_path, hpb, hello):
             "%s %s %s" % (first, rest, end))
     c.check("A: server shut down", srv.readline(30) == "shut down")
     ch.close()
-    srv.close()
+    rc = srv.close()
+    c.check("A: server exited cleanly", rc == 0, str(rc))
 
 
 # ---- B. sluice client -> grpcio servers with a Python Health servicer
@@ -361,9 +366,10 @@ def part_b(c, peer_path, hpb, hello, lb, use_service_config):
         c.check(what + "A picked again", got == ["A"] * 5, str(got))
     finally:
         cl.send("quit")
-        cl.close()
+        rc = cl.close()
         a.stop()
         b.stop()
+    c.check(what + "client exited cleanly", rc == 0, str(rc))
 
 
 def part_b_unimplemented(c, peer_path, hpb, hello):
@@ -387,9 +393,10 @@ def part_b_unimplemented(c, peer_path, hpb, hello):
         c.check(what + "every call on N", got == ["N"] * 10, str(got))
     finally:
         cl.send("quit")
-        cl.close()
+        rc = cl.close()
         a.stop()
         n.stop()
+    c.check(what + "client exited cleanly", rc == 0, str(rc))
 
 
 def main():
