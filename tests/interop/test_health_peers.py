@@ -14,6 +14,10 @@ A. grpcio 1.51 client -> the sluice server (health_peer server):
    health checking (round_robin + healthCheckConfig) stops sending calls
    while the server reports NOT_SERVING and resumes after SERVING; at
    shutdown a Watch stream gets NOT_SERVING and then ends.
+A'. the same Check and Watch from a stock @grpc/grpc-js 1.14.7 client
+   (js_health_client.js; grpc-js installed by scripts/install-grpc-js.sh
+   into --js-dir, as for the retry tests: skipped when node, npm or the
+   registry are missing).
 B. the sluice client (health_peer client) -> grpcio servers with a Python
    Health servicer: one set NOT_SERVING gets no calls (rr through the
    service config, btc through the typed option); both NOT_SERVING fail
@@ -48,6 +52,9 @@ TIMEOUT_S = 10.0
 CHECK = "/grpc.health.v1.Health/Check"
 WATCH = "/grpc.health.v1.Health/Watch"
 SAY_HELLO = "/helloworld.Greeter/SayHello"
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEALTH_PROTO = os.path.abspath(os.environ.get("HEALTH_PROTO") or os.path.join(
+    HERE, "..", "e2e", "health.proto"))
 
 
 class Peer:
@@ -399,18 +406,65 @@ def part_b_unimplemented(c, peer_path, hpb, hello):
     c.check(what + "client exited cleanly", rc == 0, str(rc))
 
 
+# ---- A'. grpc-js client -> sluice server
+
+def part_a_js(c, peer_path, js_dir):
+    if not js_dir:
+        c.skip("A/grpc-js", "no --js-dir")
+        return
+    rc = subprocess.run([os.path.join(HERE, "..", "..", "scripts",
+                                      "install-grpc-js.sh"), js_dir],
+                        stdin=subprocess.DEVNULL, timeout=900).returncode
+    if rc != 0:
+        c.skip("A/grpc-js", "grpc-js is not installed "
+               "(install-grpc-js.sh: %d)" % rc)
+        return
+    srv = Peer([peer_path, "server"])
+    target = "127.0.0.1:%d" % int(srv.first.split()[-1])
+    js = Peer(["node", os.path.join(HERE, "js_health_client.js"),
+               "--target", target, "--proto", HEALTH_PROTO,
+               "--node-modules", os.path.join(js_dir, "node_modules")],
+              first_timeout=30)
+    try:
+        c.check("A/grpc-js: Check(\"\") SERVING", js.first ==
+                "check - SERVING", js.first)
+        line = js.readline()
+        c.check("A/grpc-js: Check(nope) NOT_FOUND",
+                line == "check nope NOT_FOUND", line)
+        seen = [js.readline()]
+        c.check("A/grpc-js: set NOT_SERVING",
+                srv.cmd("set - NOT_SERVING") == "ok")
+        seen.append(js.readline())
+        c.check("A/grpc-js: set SERVING", srv.cmd("set - SERVING") == "ok")
+        seen.append(js.readline())
+        srv.send("shutdown")
+        seen += [js.readline(), js.readline()]
+        c.check("A/grpc-js: Watch sees SERVING, NOT_SERVING, SERVING, "
+                "NOT_SERVING at shutdown, then the end",
+                seen == ["watch SERVING", "watch NOT_SERVING",
+                         "watch SERVING", "watch NOT_SERVING",
+                         "end UNAVAILABLE"], str(seen))
+        c.check("A/grpc-js: server shut down", srv.readline(30) ==
+                "shut down")
+    finally:
+        jrc = js.close()
+        src = srv.close()
+    c.check("A/grpc-js: peers exited cleanly", jrc == 0 and src == 0,
+            "%s %s" % (jrc, src))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", required=True)
+    ap.add_argument("--js-dir", default=os.environ.get("RETRY_JS_DIR"))
     args = ap.parse_args()
     ic.exit_on_signals()
     peer = os.path.abspath(args.peer)
-    hpb = ic.load_pb2(os.environ.get("HEALTH_PROTO") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "e2e",
-        "health.proto"))
+    hpb = ic.load_pb2(HEALTH_PROTO)
     hello = ic.load_helloworld()
     c = ic.Checks()
     part_a(c, peer, hpb, hello)
+    part_a_js(c, peer, args.js_dir)
     part_b(c, peer, hpb, hello, "rr", True)
     part_b(c, peer, hpb, hello, "btc", False)
     part_b_unimplemented(c, peer, hpb, hello)
