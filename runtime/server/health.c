@@ -111,11 +111,14 @@ typedef struct watcher {
   int pending;  /* status to send once the queue has room; -1: none */
   int full;     /* a send was refused: wait for on_send_ready */
   int finished; /* finish was called (by shutdown or on_done) */
+  int ending;   /* finished by shutdown: counted in h->ending */
   char name[];
 } watcher;
 
 struct sluice__health {
   uv_mutex_t mu;
+  uv_cond_t ended; /* a stream shutdown finished is over */
+  size_t ending;   /* streams shutdown finished that are not over yet */
   entry *v;
   size_t n, cap;
   sluice__list watchers;
@@ -127,6 +130,11 @@ int sluice__health_new(sluice__health **out) {
   if (!h)
     return SLUICE_ERR_NOMEM;
   if (uv_mutex_init(&h->mu) != 0) {
+    free(h);
+    return SLUICE_ERR_NOMEM;
+  }
+  if (uv_cond_init(&h->ended) != 0) {
+    uv_mutex_destroy(&h->mu);
     free(h);
     return SLUICE_ERR_NOMEM;
   }
@@ -146,6 +154,7 @@ void sluice__health_del(sluice__health *h) {
   for (size_t i = 0; i < h->n; i++)
     free(h->v[i].name);
   free(h->v);
+  uv_cond_destroy(&h->ended);
   uv_mutex_destroy(&h->mu);
   free(h);
 }
@@ -243,7 +252,7 @@ int sluice__health_set(sluice__health *h, const char *name,
   return e ? 0 : SLUICE_ERR_NOMEM;
 }
 
-void sluice__health_shutdown(sluice__health *h) {
+void sluice__health_shutdown(sluice__health *h, uint64_t wait_ms) {
   if (!h)
     return;
   uv_mutex_lock(&h->mu);
@@ -259,9 +268,19 @@ void sluice__health_shutdown(sluice__health *h) {
     tell(w, find(h, w->name) ? SLUICE_NOT_SERVING : SLUICE_SERVICE_UNKNOWN);
     if (!w->finished) {
       w->finished = 1;
+      w->ending = 1;
+      h->ending++;
       sluice_server_call_finish(w->call, SLUICE_STATUS_UNAVAILABLE,
                                 "server shutting down", NULL);
     }
+  }
+  /* Until each stream's status is out (its on_done), bounded: a client
+   * that reads nothing holds its stream no longer than this. */
+  uint64_t end = uv_hrtime() + wait_ms * 1000000ull;
+  while (h->ending) {
+    uint64_t now = uv_hrtime();
+    if (now >= end || uv_cond_timedwait(&h->ended, &h->mu, end - now) != 0)
+      break;
   }
   uv_mutex_unlock(&h->mu);
 }
@@ -307,6 +326,8 @@ static void watch_done(sluice_server_call *call, int cancelled, void *ud) {
   sluice__list_remove(&w->link);
   int finished = w->finished;
   w->finished = 1;
+  if (w->ending && --h->ending == 0)
+    uv_cond_broadcast(&h->ended);
   uv_mutex_unlock(&h->mu);
   if (!finished)
     sluice_server_call_finish(call, SLUICE_STATUS_CANCELLED, "", NULL);

@@ -7,6 +7,8 @@
 #ifndef SLUICE_SERVER_HEALTH_H
 #define SLUICE_SERVER_HEALTH_H
 
+#include <stdint.h>
+
 #include "server/route.h"
 #include "sluice/server.h"
 
@@ -29,7 +31,9 @@ int sluice__health_set(sluice__health *h, const char *name,
 int sluice__health_register(sluice__health *h, sluice__routes *r,
                             const sluice_server_opts *o);
 /* Shutdown: every name NOT_SERVING for good; each Watch stream is sent
- * that and finished (UNAVAILABLE "server shutting down"). */
-void sluice__health_shutdown(sluice__health *h);
+ * that and finished (UNAVAILABLE "server shutting down"); waits up to
+ * wait_ms for those streams to be over (their status sent), so that the
+ * GOAWAY that follows comes after it. Any thread but a server loop's. */
+void sluice__health_shutdown(sluice__health *h, uint64_t wait_ms);
 
 #endif

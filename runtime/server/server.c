@@ -198,8 +198,9 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
   }
   __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
   /* Health first: every name NOT_SERVING, each Watch stream told and
-   * ended, before the GOAWAY (their tasks are queued ahead of it). */
-  sluice__health_shutdown(srv->health);
+   * ended (waiting a little for their status to be out), then the GOAWAY.
+   */
+  sluice__health_shutdown(srv->health, grace_ms < 1000 ? grace_ms : 1000);
   sluice__listeners_stop(&srv->listeners); /* hand-offs in flight close */
   for (unsigned i = 0; i < srv->n_loops; i++) {
     srv->loops[i].drain_task.fn = drain_loop;
