@@ -249,7 +249,8 @@ sluice_server_opts_set_load_report_interval(sluice_server_opts *o, uint32_t ms);
  * sluice_server_add_service() start SERVING; the application changes them
  * with sluice_server_set_serving_status(). sluice_server_shutdown() first
  * sets every name NOT_SERVING (for good), tells each Watch stream and ends
- * it, then sends GOAWAY. A service the application registered under the
+ * it (waiting at most min(grace, 1 s) for those streams to be over), then
+ * sends GOAWAY. A service the application registered under the
  * same name takes precedence (the library's is then not added).
  * @param o the options
  * @param on non-zero: serve it; 0: do not
