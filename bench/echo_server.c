@@ -240,6 +240,7 @@ static void usage(FILE *f, const char *prog) {
           "  --tls_cert FILE, --tls_key FILE\n"
           "               accept TLS only, with this certificate chain and "
           "key (PEM)\n"
+          "  --no-health  do not serve grpc.health.v1.Health (on by default)\n"
           "%s",
           prog, sluice_example_conn_flags_usage);
 }
@@ -251,12 +252,17 @@ int main(int argc, char **argv) {
   unsigned long port = 50051, threads = 0, delay_us = 0;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
+  int health = 1;
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
     if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
       usage(stdout, prog);
       return 0;
+    }
+    if (strcmp(flag, "--no-health") == 0) {
+      health = 0;
+      continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad = 0;
@@ -317,7 +323,8 @@ int main(int argc, char **argv) {
   }
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
-      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
+      (rc = sluice_server_opts_set_health(opts, health)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

@@ -4,6 +4,10 @@
  *                  [--use_tls --tls_cert FILE --tls_key FILE
  *                   [--tls_client_ca FILE [--require_client_cert]]]
  *                  [connection limits: --max-connection-age-ms MS ...]
+ *                  [--no-health]
+ *
+ * Serves grpc.health.v1.Health too (the library's, all SERVING; NOT_SERVING
+ * at shutdown) unless --no-health.
  *
  * Replies "Hello <name>". Request metadata whose key starts with "x-echo-" is
  * sent back twice, as initial and as trailing metadata, so that tests can
@@ -215,6 +219,7 @@ static void usage(FILE *f, const char *prog) {
           "usage: %s [--port N] [--host H] [--threads T]\n"
           "          [--use_tls --tls_cert FILE --tls_key FILE\n"
           "           [--tls_client_ca FILE [--require_client_cert]]]\n"
+          "          [--no-health]\n"
           "  --port N              port to listen on (default %d; 0 picks a "
           "free one)\n"
           "  --host H              address to listen on (default "
@@ -229,6 +234,8 @@ static void usage(FILE *f, const char *prog) {
           "  --require_client_cert[=B]\n"
           "                        refuse clients without one (needs "
           "--tls_client_ca)\n"
+          "  --no-health           do not serve grpc.health.v1.Health (on by "
+          "default)\n"
           "%s",
           prog, DEFAULT_PORT, sluice_example_conn_flags_usage);
 }
@@ -257,7 +264,7 @@ int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
-  int use_tls = 0, require_client_cert = 0;
+  int use_tls = 0, require_client_cert = 0, health = 1;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
 
@@ -285,6 +292,10 @@ int main(int argc, char **argv) {
         usage(stderr, prog);
         return 2;
       }
+      continue;
+    }
+    if (strcmp(flag, "--no-health") == 0) {
+      health = 0;
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
@@ -353,7 +364,8 @@ int main(int argc, char **argv) {
   const Helloworld__Greeter_SluiceHandlers handlers = {.say_hello = say_hello};
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
-      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0) {
+      (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
+      (rc = sluice_server_opts_set_health(opts, health)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

@@ -502,6 +502,8 @@ static void usage(FILE *f, const char *prog) {
       "          [--hedge ATTEMPTS,DELAY_MS] [--retry-codes CODE,...]\n"
       "          [--breakers REQ,PEND,RETRIES] [--retry-budget PCT,MIN]\n"
       "          [--retry-throttling TOKENS,RATIO] [--no-retries]\n"
+      "          [--no-health]\n"
+      "  --no-health  do not serve grpc.health.v1.Health (on by default)\n"
       "  --fanout F   downstream calls per call (default 1)\n"
       "  --fanout-mode parallel|sequential   all at once (default), or one\n"
       "               after the other, stopping at the first failure\n"
@@ -626,6 +628,7 @@ int main(int argc, char **argv) {
   unsigned long fanout = 1, grace_ms = SHUTDOWN_GRACE_MS;
   const char *next = NULL, *stats_path = NULL;
   unsigned long port = 0, workers = 4, service_us = 1000, threads = 1;
+  int health = 1;
   L.name = "layer";
   L.lb = "btc";
 
@@ -637,6 +640,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--no-retries") == 0) {
       R.no_retries = 1;
+      continue;
+    }
+    if (strcmp(flag, "--no-health") == 0) {
+      health = 0;
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
@@ -759,6 +766,7 @@ int main(int argc, char **argv) {
   const Testbed__Layer_SluiceHandlers handlers = {.call = handle_call};
   if ((rc = sluice_server_opts_new(&sopts)) != 0 ||
       (rc = sluice_server_opts_set_threads(sopts, (unsigned)threads)) != 0 ||
+      (rc = sluice_server_opts_set_health(sopts, health)) != 0 ||
       (rc = sluice_server_new(&srv, sopts)) != 0 ||
       (rc = testbed__layer__sluice_register(srv, &handlers, NULL)) != 0 ||
       (rc = sluice_server_listen(srv, address, &L.port)) != 0 ||

@@ -125,6 +125,31 @@ sluice_channel_opts_set_connect_timeout_ms(sluice_channel_opts *o, uint32_t ms);
  * @retval SLUICE_ERR_INVALID_ARG o or name is NULL, or name is unknown */
 SLUICE_API int sluice_channel_opts_set_lb(sluice_channel_opts *o,
                                           const char *name);
+/** Client-side health checking (gRFC A17; docs/health.md): on every
+ * connection the channel opens one `grpc.health.v1.Health/Watch` stream
+ * for service_name ("" is the server as a whole) and picks the
+ * destination only while it reports SERVING, under every strategy. A
+ * destination waits (not picked) until its first answer; one that reports
+ * NOT_SERVING or SERVICE_UNKNOWN is not picked until it reports SERVING
+ * again (the connection stays up); a server without the health service
+ * (UNIMPLEMENTED) is used as if it were healthy; a Watch stream that ends
+ * otherwise is opened again with back-off, the destination not picked
+ * meanwhile. When every destination reports not serving, calls fail at
+ * once with UNAVAILABLE "every destination reports NOT_SERVING (health
+ * check)", counted in the Prometheus text
+ * (sluice_client_dropped_total{reason="not_serving"}); each destination's
+ * health is there too (sluice_client_health). Health streams bypass the
+ * balancer, its statistics and the call limits. Off by default; this
+ * option overrides the service config's healthCheckConfig.serviceName.
+ * @param o the options
+ * @param service_name the service to watch (copied); NULL: off, unless
+ *   the service config asks for it
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL
+ * @retval SLUICE_ERR_NOMEM out of memory */
+SLUICE_API int sluice_channel_opts_set_health_check(sluice_channel_opts *o,
+                                                    const char *service_name);
+
 /** A bounded wait queue for calls that no destination may take now (all
  * at their limits): at most max_len calls wait, each at most max_wait_ms,
  * for a destination to admit them; beyond that they are dropped locally

@@ -306,10 +306,69 @@ SLUICE_API int sluice_server_opts_set_keepalive(sluice_server_opts *o,
 SLUICE_API int sluice_server_opts_set_keepalive_enforcement(
     sluice_server_opts *o, uint64_t min_time_ms, int permit_without_calls,
     uint32_t max_ping_strikes);
+/** Serves the standard health service `grpc.health.v1.Health` (Check and
+ * Watch, as grpc's doc/health-checking.md; docs/health.md) from the
+ * library. Off by default (as gRPC C++'s EnableDefaultHealthCheckService).
+ * When on, the overall server ("") and every service registered with
+ * sluice_server_add_service() start SERVING; the application changes them
+ * with sluice_server_set_serving_status(). sluice_server_shutdown() first
+ * sets every name NOT_SERVING (for good), tells each Watch stream and ends
+ * it (waiting at most min(grace, 1 s) for those streams to be over), then
+ * sends GOAWAY. A service the application registered under the
+ * same name takes precedence (the library's is then not added).
+ * @param o the options
+ * @param on non-zero: serve it; 0: do not
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL */
+SLUICE_API int sluice_server_opts_set_health(sluice_server_opts *o, int on);
+
+/** Whether the library's health calls bypass admission (on by default):
+ * they are never queued or refused by the concurrency limits
+ * (sluice_server_opts_set_max_concurrent_calls(), per-method limits, the
+ * queue) nor shed by CoDel, and are not counted as in flight in the load
+ * report, so a server that is overloaded but alive still answers its
+ * liveness probe, and idle Watch streams do not look like load. 0 makes
+ * them ordinary calls, admitted like any other.
+ * @param o the options
+ * @param on non-zero: bypass (default); 0: admit them like other calls
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL */
+SLUICE_API int sluice_server_opts_set_health_bypass(sluice_server_opts *o,
+                                                    int on);
 
 /** @} */
 
 /* ---- server */
+
+/** A serving status of the health service (grpc.health.v1
+ * HealthCheckResponse.ServingStatus, same numbers). */
+typedef enum sluice_serving_status {
+  SLUICE_SERVING_STATUS_UNKNOWN = 0, /**< not known (never set by sluice) */
+  SLUICE_SERVING = 1,                /**< serving */
+  SLUICE_NOT_SERVING = 2,            /**< not serving */
+  /** Watch only: the name is not known (yet); the stream stays open */
+  SLUICE_SERVICE_UNKNOWN = 3
+} sluice_serving_status;
+
+/** Sets what the health service (sluice_server_opts_set_health()) answers
+ * for service: "" is the whole server, any other name is matched exactly
+ * (a fully qualified service name such as "helloworld.Greeter" by
+ * convention; names need not be registered services). Every Watch stream
+ * on that name is sent the new status (when it changed; a stream that
+ * cannot take more just now gets the latest status once it can).
+ * Thread-safe, also from handlers and before sluice_server_start(). After
+ * sluice_server_shutdown() began, every status is NOT_SERVING and stays so.
+ * @param srv the server
+ * @param service the name (copied); "" for the whole server
+ * @param status SLUICE_SERVING or SLUICE_NOT_SERVING
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG srv or service is NULL, or another status
+ * @retval SLUICE_ERR_STATE the server has no health service, or is
+ *   shutting down
+ * @retval SLUICE_ERR_NOMEM out of memory */
+SLUICE_API int sluice_server_set_serving_status(sluice_server *srv,
+                                                const char *service,
+                                                sluice_serving_status status);
 
 /** The application's own measure of how busy this server is: 0 idle, 1 at
  * capacity, above 1 overloaded (e.g. (busy workers + queued jobs) /

@@ -162,16 +162,30 @@ static void dispatch(sluice_channel *ch) {
    * connecting or usable, fail fast (gRPC's default for a channel in
    * TRANSIENT_FAILURE). */
   int hope = ch->resolving;
-  for (size_t i = 0; i < ch->n_scs && !hope; i++)
-    hope = ch->scs[i]->state == SLUICE__SC_CONNECTING ||
-           ch->scs[i]->state == SLUICE__SC_READY;
+  size_t refused = 0; /* connected, but their health check says no */
+  for (size_t i = 0; i < ch->n_scs && !hope; i++) {
+    const sluice__subchannel *sc = ch->scs[i];
+    if (sluice__subchannel_health_refuses(sc))
+      refused++;
+    else
+      hope =
+          sc->state == SLUICE__SC_CONNECTING || sc->state == SLUICE__SC_READY;
+  }
   if (hope)
     return;
+  if (refused && refused == ch->n_scs) {
+    sluice__picker_fail_pending(
+        &ch->picker, SLUICE_STATUS_UNAVAILABLE,
+        "every destination reports NOT_SERVING (health check)",
+        SLUICE__DROP_NOT_SERVING);
+    return;
+  }
   char buf[320];
   const char *why = unavailable_reason(ch, buf, sizeof buf);
   char msg[320];
   snprintf(msg, sizeof msg, "%s", why);
-  sluice__picker_fail_pending(&ch->picker, SLUICE_STATUS_UNAVAILABLE, msg, 1);
+  sluice__picker_fail_pending(&ch->picker, SLUICE_STATUS_UNAVAILABLE, msg,
+                              SLUICE__LB_NONE);
 }
 
 static void on_dispatch_task(sluice__task *t) {
@@ -279,6 +293,10 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   e->dns_host = ch->target.kind == SLUICE__TARGET_DNS ? ch->target.host : NULL;
   e->backoff_initial_ms = ch->opts.backoff_initial_ms;
   e->backoff_max_ms = ch->opts.backoff_max_ms;
+  /* The typed option, else the service config's healthCheckConfig. */
+  e->health_service = ch->opts.health_check      ? ch->opts.health_check
+                      : ch->opts.svc.have_health ? ch->opts.svc.health_service
+                                                 : NULL;
   e->lb = &ch->picker.lb;
   e->kick = env_kick;
   e->resolve = env_resolve;

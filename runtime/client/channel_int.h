@@ -39,6 +39,9 @@ struct sluice_channel_opts {
   double budget_percent;     /* default 20 */
   uint32_t budget_min_conc;  /* default 3 */
   uint32_t cb_max_requests, cb_max_pending, cb_max_retries; /* 0: off */
+  /* sluice_channel_opts_set_health_check (owned); NULL: the service
+   * config's healthCheckConfig decides */
+  char *health_check;
   char last_error[256];
 };
 

@@ -36,6 +36,7 @@ void sluice_channel_opts_del(sluice_channel_opts *o) {
     free(o->authority);
     sluice__tls_ctx_unref(o->tls);
     free(o->tls_name);
+    free(o->health_check);
     sluice__svc_config_clear(&o->svc);
     free(o);
   }
@@ -46,6 +47,18 @@ int sluice_channel_opts_set_lb(sluice_channel_opts *o, const char *name) {
   if (!o || !ops)
     return SLUICE_ERR_INVALID_ARG;
   o->lb = ops;
+  return 0;
+}
+
+int sluice_channel_opts_set_health_check(sluice_channel_opts *o,
+                                         const char *service_name) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  char *copy = NULL;
+  if (service_name && !(copy = strdup(service_name)))
+    return SLUICE_ERR_NOMEM;
+  free(o->health_check);
+  o->health_check = copy;
   return 0;
 }
 
@@ -289,9 +302,11 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
   dst->authority = NULL;
   dst->tls_name = NULL;
   dst->tls = NULL;
+  dst->health_check = NULL;
   memset(&dst->svc, 0, sizeof dst->svc);
   if ((src->authority && !(dst->authority = strdup(src->authority))) ||
       (src->tls_name && !(dst->tls_name = strdup(src->tls_name))) ||
+      (src->health_check && !(dst->health_check = strdup(src->health_check))) ||
       sluice__svc_config_copy(&dst->svc, &src->svc) != 0) {
     sluice__channel_opts_clear(dst);
     return SLUICE_ERR_NOMEM;
@@ -304,6 +319,8 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
 void sluice__channel_opts_clear(struct sluice_channel_opts *o) {
   free(o->authority);
   free(o->tls_name);
+  free(o->health_check);
+  o->health_check = NULL;
   sluice__tls_ctx_unref(o->tls);
   sluice__svc_config_clear(&o->svc);
   o->authority = o->tls_name = NULL;

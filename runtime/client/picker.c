@@ -201,7 +201,9 @@ static int refresh_views(sluice__picker *p, sluice__subchannel **scs,
   }
   for (size_t i = 0; i < n; i++) {
     sluice__subchannel *sc = scs[i];
-    sc->lb.usable = sc->state == SLUICE__SC_READY && sc->conn != NULL;
+    /* Health checking (A17) vetoes under every strategy. */
+    sc->lb.usable = sc->state == SLUICE__SC_READY && sc->conn != NULL &&
+                    sluice__subchannel_healthy(sc);
     p->views[i] = &sc->lb;
   }
   return 0;
@@ -330,27 +332,26 @@ int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n) {
 }
 
 static void fail_queue(sluice__picker *p, sluice__list *q,
-                       sluice_status_code code, const char *msg,
-                       int count_drop) {
+                       sluice_status_code code, const char *msg, int drop) {
   sluice__list *head;
   while ((head = sluice__list_head(q)) != NULL) {
     sluice__pick *pk = SLUICE__CONTAINER_OF(head, sluice__pick, link);
     sluice__picker_remove(p, pk);
-    if (count_drop)
-      p->dropped[SLUICE__LB_NONE]++;
+    if (drop >= 0 && drop < SLUICE__N_DROPS)
+      p->dropped[drop]++;
     pk->ops->fail(pk, code, msg);
   }
 }
 
 void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
-                                 const char *msg, int count_drop) {
-  fail_queue(p, &p->pending, code, msg, count_drop);
+                                 const char *msg, int drop) {
+  fail_queue(p, &p->pending, code, msg, drop);
 }
 
 void sluice__picker_fail_all(sluice__picker *p, sluice_status_code code,
                              const char *msg) {
-  fail_queue(p, &p->pending, code, msg, 0);
-  fail_queue(p, &p->waiting, code, msg, 0);
+  fail_queue(p, &p->pending, code, msg, -1);
+  fail_queue(p, &p->waiting, code, msg, -1);
   wait_timer_update(p);
 }
 

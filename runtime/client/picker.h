@@ -24,6 +24,7 @@
 /* Drop reasons: a verdict of the balancer, or the wait queue's. */
 enum {
   SLUICE__DROP_WAIT = SLUICE__LB_N_VERDICTS, /* queue full or wait too long */
+  SLUICE__DROP_NOT_SERVING, /* every destination's health check says no */
   SLUICE__N_DROPS
 };
 
@@ -122,10 +123,10 @@ int sluice__picker_busy(const sluice__picker *p);
 int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n);
 /* Non-zero when new attempts still wait for a stream or a connection. */
 int sluice__picker_has_pending(const sluice__picker *p);
-/* Fails every pending attempt with code/msg (counted as no destination
- * when count_drop). */
+/* Fails every pending attempt with code/msg, each counted as a drop of
+ * reason drop (SLUICE__LB_NONE, SLUICE__DROP_NOT_SERVING) when drop >= 0. */
 void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
-                                 const char *msg, int count_drop);
+                                 const char *msg, int drop);
 /* Fails every queued attempt (pending and waiting) with code/msg. */
 void sluice__picker_fail_all(sluice__picker *p, sluice_status_code code,
                              const char *msg);

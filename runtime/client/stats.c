@@ -65,6 +65,32 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   return 0;
 }
 
+/* What the Prometheus text adds to the snapshot: health checking, kept out
+ * of sluice_dest_stats (whose layout is ABI). health[i] is dests[i]'s
+ * state name (static; "" when checking is off). */
+typedef struct health_snap {
+  uint64_t dropped_not_serving;
+  const char **health;
+  size_t n;
+} health_snap;
+
+/* Loop thread, right after snapshot(): fills hs for the same destinations.
+ * Returns 0 or SLUICE_ERR_NOMEM. */
+static int health_snapshot(sluice_channel *ch, health_snap *hs) {
+  hs->dropped_not_serving = ch->picker.dropped[SLUICE__DROP_NOT_SERVING];
+  hs->n = 0;
+  hs->health = NULL;
+  if (ch->n_scs == 0 || !ch->env.health_service)
+    return 0;
+  hs->health = calloc(ch->n_scs, sizeof *hs->health);
+  if (!hs->health)
+    return SLUICE_ERR_NOMEM;
+  hs->n = ch->n_scs;
+  for (size_t i = 0; i < ch->n_scs; i++)
+    hs->health[i] = sluice__subchannel_health_name(ch->scs[i]->health);
+  return 0;
+}
+
 /* Loop thread: fills out (sluice_channel_get_resilience_stats). */
 static int res_snapshot(sluice_channel *ch, sluice_resilience_stats *out) {
   const sluice__resil *r = &ch->res;
@@ -105,6 +131,7 @@ typedef struct stats_req {
   sluice_channel *ch;
   sluice_channel_stats *out;
   sluice_resilience_stats *res_out;
+  health_snap *hs;
   int rv;
   int done;
   uv_mutex_t mu;
@@ -114,6 +141,8 @@ typedef struct stats_req {
 static void on_stats_task(sluice__task *t) {
   stats_req *r = SLUICE__CONTAINER_OF(t, stats_req, task);
   r->rv = r->out ? snapshot(r->ch, r->out) : res_snapshot(r->ch, r->res_out);
+  if (r->rv == 0 && r->hs)
+    r->rv = health_snapshot(r->ch, r->hs);
   uv_mutex_lock(&r->mu);
   r->done = 1;
   uv_cond_signal(&r->cv);
@@ -123,15 +152,18 @@ static void on_stats_task(sluice__task *t) {
 /* Takes one of the snapshots (out or res_out) on the loop, waiting for it
  * when called from another thread. */
 static int on_loop(sluice_channel *ch, sluice_channel_stats *out,
-                   sluice_resilience_stats *res_out) {
-  if (sluice__loop_on_thread(ch->loop))
-    return out ? snapshot(ch, out) : res_snapshot(ch, res_out);
+                   sluice_resilience_stats *res_out, health_snap *hs) {
+  if (sluice__loop_on_thread(ch->loop)) {
+    int rv = out ? snapshot(ch, out) : res_snapshot(ch, res_out);
+    return rv == 0 && hs ? health_snapshot(ch, hs) : rv;
+  }
   stats_req r;
   memset(&r, 0, sizeof r);
   r.task.fn = on_stats_task;
   r.ch = ch;
   r.out = out;
   r.res_out = res_out;
+  r.hs = hs;
   uv_mutex_init(&r.mu);
   uv_cond_init(&r.cv);
   sluice__loop_post(ch->loop, &r.task);
@@ -147,7 +179,7 @@ static int on_loop(sluice_channel *ch, sluice_channel_stats *out,
 int sluice_channel_get_stats(sluice_channel *ch, sluice_channel_stats *out) {
   if (!ch || !out)
     return SLUICE_ERR_INVALID_ARG;
-  return on_loop(ch, out, NULL);
+  return on_loop(ch, out, NULL, NULL);
 }
 
 int sluice_channel_get_resilience_stats(sluice_channel *ch,
@@ -158,7 +190,7 @@ int sluice_channel_get_resilience_stats(sluice_channel *ch,
   if (out->struct_size && out->struct_size != sizeof *out) {
     sluice_resilience_stats mine;
     mine.struct_size = sizeof mine;
-    int rv = on_loop(ch, NULL, &mine);
+    int rv = on_loop(ch, NULL, &mine, NULL);
     if (rv != 0)
       return rv;
     size_t n = out->struct_size < sizeof mine ? out->struct_size : sizeof mine;
@@ -170,7 +202,7 @@ int sluice_channel_get_resilience_stats(sluice_channel *ch,
     return 0;
   }
   out->struct_size = sizeof *out;
-  return on_loop(ch, NULL, out);
+  return on_loop(ch, NULL, out, NULL);
 }
 
 void sluice_channel_stats_clear(sluice_channel_stats *s) {
@@ -292,12 +324,17 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
   if (!ch || !out)
     return SLUICE_ERR_INVALID_ARG;
   sluice_channel_stats s;
-  int rv = sluice_channel_get_stats(ch, &s);
-  if (rv != 0)
+  health_snap hs = {0, NULL, 0};
+  int rv = on_loop(ch, &s, NULL, &hs);
+  if (rv != 0) {
+    sluice_channel_stats_clear(&s);
+    free(hs.health);
     return rv;
+  }
   text t = {malloc(4096), 0, 4096, 0};
   if (!t.p) {
     sluice_channel_stats_clear(&s);
+    free(hs.health);
     return SLUICE_ERR_NOMEM;
   }
   t.p[0] = 0;
@@ -320,6 +357,10 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
         "sluice_client_dropped_total{lb=\"%s\",reason=\"%s\"} %" PRIu64 "\n",
         s.lb, drops[i].reason,
         *(const uint64_t *)((const char *)&s + drops[i].off));
+  add(&t,
+      "sluice_client_dropped_total{lb=\"%s\",reason=\"not_serving\"} %" PRIu64
+      "\n",
+      s.lb, hs.dropped_not_serving);
   add(&t,
       "# TYPE sluice_client_waiting gauge\n"
       "sluice_client_waiting{lb=\"%s\"} %" PRIu64 "\n",
@@ -361,8 +402,17 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
   for (size_t i = 0; i < s.n_dests; i++)
     add(&t, "sluice_client_state{dest=\"%s\",conn=\"%s\",lb_state=\"%s\"} 1\n",
         s.dests[i].address, s.dests[i].conn_state, s.dests[i].lb_state);
+  if (hs.n) {
+    add(&t, "# HELP sluice_client_health Health check state of a destination "
+            "(gRFC A17).\n"
+            "# TYPE sluice_client_health gauge\n");
+    for (size_t i = 0; i < s.n_dests && i < hs.n; i++)
+      add(&t, "sluice_client_health{dest=\"%s\",health=\"%s\"} 1\n",
+          s.dests[i].address, hs.health[i]);
+  }
 #undef GAUGE
 #undef COUNTER
+  free(hs.health);
   sluice_channel_stats_clear(&s);
   add_resilience(&t, ch);
   if (t.failed) {

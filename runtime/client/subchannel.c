@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/compress.h"
+#include "wire/health_msg.h"
 #include "wire/orca.h"
+
+static void hw_start(sluice__subchannel *sc);
+static void hw_cancel(sluice__subchannel *sc);
 
 static void on_backoff(uv_timer_t *t) {
   sluice__subchannel *sc = t->data;
@@ -24,6 +29,9 @@ int sluice__subchannel_new(sluice__subchannel **out,
   sc->addr = *addr;
   sc->state = SLUICE__SC_IDLE;
   sc->backoff_ms = env->backoff_initial_ms;
+  sc->hw_backoff_ms = env->backoff_initial_ms;
+  sc->health =
+      env->health_service ? SLUICE__HEALTH_UNKNOWN : SLUICE__HEALTH_OFF;
   uv_timer_init(sluice__loop_uv(env->loop), &sc->backoff_timer);
   sc->backoff_timer.data = sc;
   sc->timer_open = 1;
@@ -50,6 +58,7 @@ void sluice__subchannel_remove(sluice__subchannel *sc,
   if (!sc || sc->removed)
     return;
   sc->removed = 1;
+  hw_cancel(sc); /* a draining connection must not wait for it */
   if (sc->conn) {
     sluice__cconn *c = sc->conn;
     sc->conn = NULL;
@@ -82,6 +91,12 @@ static void conn_ready(sluice__cconn *c, void *ud) {
     sc->lb.stats = keep;
   }
   sc->ever_ready = 1;
+  if (sc->env->health_service) {
+    /* Not picked until the first answer (A17: CONNECTING until then). */
+    sc->health = SLUICE__HEALTH_UNKNOWN;
+    hw_cancel(sc);
+    hw_start(sc);
+  }
   sc->env->kick(sc->env->ud);
 }
 
@@ -127,6 +142,8 @@ static void conn_closed(sluice__cconn *c, void *ud, const char *reason,
 
 static void conn_goaway(sluice__cconn *c, void *ud) {
   sluice__subchannel *sc = ud;
+  if (sc->hw_conn == c)
+    hw_cancel(sc); /* the connection drains: let it */
   if (sc->conn == c) {
     sc->conn = NULL;
     if (sc->state == SLUICE__SC_READY)
@@ -204,6 +221,183 @@ int sluice__subchannel_submit(sluice__subchannel *sc, sluice__cstream *s,
   if (!sc->conn)
     return SLUICE_ERR_STATE;
   return sluice__cconn_submit(sc->conn, s, req);
+}
+
+/* ---- client-side health checking (gRFC A17) */
+
+#define HEALTH_WATCH_PATH "/grpc.health.v1.Health/Watch"
+
+int sluice__subchannel_healthy(const sluice__subchannel *sc) {
+  return sc->health == SLUICE__HEALTH_OFF ||
+         sc->health == SLUICE__HEALTH_SERVING ||
+         sc->health == SLUICE__HEALTH_UNIMPLEMENTED;
+}
+
+int sluice__subchannel_health_refuses(const sluice__subchannel *sc) {
+  return sc->state == SLUICE__SC_READY && sc->conn &&
+         (sc->health == SLUICE__HEALTH_NOT_SERVING ||
+          sc->health == SLUICE__HEALTH_SERVICE_UNKNOWN ||
+          sc->health == SLUICE__HEALTH_FAILED);
+}
+
+const char *sluice__subchannel_health_name(sluice__health_state h) {
+  switch (h) {
+  case SLUICE__HEALTH_OFF:
+    return "";
+  case SLUICE__HEALTH_UNKNOWN:
+    return "UNKNOWN";
+  case SLUICE__HEALTH_SERVING:
+    return "SERVING";
+  case SLUICE__HEALTH_NOT_SERVING:
+    return "NOT_SERVING";
+  case SLUICE__HEALTH_SERVICE_UNKNOWN:
+    return "SERVICE_UNKNOWN";
+  case SLUICE__HEALTH_UNIMPLEMENTED:
+    return "UNIMPLEMENTED";
+  default:
+    return "FAILED";
+  }
+}
+
+static sluice__subchannel *hw_of(sluice__cstream *s) {
+  return SLUICE__CONTAINER_OF(s, sluice__subchannel, hw_cs);
+}
+
+/* One HealthCheckResponse (the receiver's deliver function). */
+static int hw_deliver(void *ud, int compressed, const uint8_t *data,
+                      size_t len) {
+  sluice__subchannel *sc = ud;
+  uint8_t *plain = NULL;
+  if (compressed) {
+    size_t n;
+    if (!sc->hw_cs.rx.enc_ok ||
+        sluice__decompress(sc->hw_cs.rx.enc, data, len, 4096, &plain, &n,
+                           NULL) != SLUICE_STATUS_OK)
+      return 1;
+    data = plain;
+    len = n;
+  }
+  uint32_t st;
+  int bad = sluice__health_response(data, len, &st) != 0;
+  free(plain);
+  if (bad)
+    return 1;
+  sc->health = st == 1   ? SLUICE__HEALTH_SERVING
+               : st == 3 ? SLUICE__HEALTH_SERVICE_UNKNOWN
+                         : SLUICE__HEALTH_NOT_SERVING;
+  sc->hw_backoff_ms = sc->env->backoff_initial_ms; /* it answers */
+  sc->env->kick(sc->env->ud);
+  return 0;
+}
+
+static void hw_headers(sluice__cstream *s, int trailers, sluice_metadata *md) {
+  (void)s;
+  (void)trailers;
+  sluice_metadata_del(md);
+}
+
+static void hw_data_failed(sluice__cstream *s, sluice_status_code code,
+                           const char *reason) {
+  (void)code;
+  (void)reason;
+  sluice__stream_reset(&s->st, NGHTTP2_CANCEL); /* hw_closed: FAILED */
+}
+
+static void on_hw_retry(uv_timer_t *t) {
+  sluice__subchannel *sc = t->data;
+  if (!sc->removed && sc->state == SLUICE__SC_READY && sc->conn && !sc->hw_open)
+    hw_start(sc);
+}
+
+static void hw_closed(sluice__cstream *s, uint32_t h2_error,
+                      sluice_status_code lost_code, const char *lost_text) {
+  (void)lost_text;
+  sluice__subchannel *sc = hw_of(s);
+  int cancelled = sc->hw_cancelled;
+  sluice__cconn *on = sc->hw_conn;
+  sluice_status_code code = s->rx.have_grpc_status ? s->rx.grpc_status
+                            : h2_error             ? SLUICE_STATUS_UNAVAILABLE
+                                                   : SLUICE_STATUS_UNKNOWN;
+  sc->hw_open = 0;
+  sc->hw_cancelled = 0;
+  sc->hw_conn = NULL;
+  sluice__cstream_clear(s);
+  sluice__sendq_destroy(&sc->hw_q);
+  /* Ours (GOAWAY, removal, a new connection) or the connection's end: the
+   * next connection starts its own. */
+  if (cancelled || lost_code != SLUICE_STATUS_OK || sc->removed ||
+      on != sc->conn) {
+    /* A newer connection got ready while this one was closing: its Watch
+     * could not start before this stream's storage was free. */
+    if (!sc->removed && sc->conn && sc->conn != on &&
+        sc->state == SLUICE__SC_READY)
+      hw_start(sc);
+    return;
+  }
+  if (code == SLUICE_STATUS_UNIMPLEMENTED) {
+    /* No health service there: healthy, and not asked again (A17). The
+     * library does not log; the state is in the stats. */
+    sc->health = SLUICE__HEALTH_UNIMPLEMENTED;
+    sc->hw_unimplemented++;
+  } else {
+    sc->health = SLUICE__HEALTH_FAILED;
+    uint64_t d = sc->hw_backoff_ms;
+    uint64_t next = d * 16 / 10;
+    sc->hw_backoff_ms =
+        next > sc->env->backoff_max_ms ? sc->env->backoff_max_ms : next;
+    double jitter = 0.8 + 0.4 * ((double)rand() / RAND_MAX);
+    d = (uint64_t)((double)d * jitter);
+    uv_timer_start(&sc->backoff_timer, on_hw_retry, d ? d : 1, 0);
+  }
+  sc->env->kick(sc->env->ud);
+}
+
+static const sluice__cstream_ops hw_ops = {hw_headers, hw_data_failed,
+                                           hw_closed};
+
+/* Opens the Watch on the current connection; a failure to open is a failed
+ * Watch (retried with back-off). */
+static void hw_start(sluice__subchannel *sc) {
+  if (!sc->env->health_service || sc->hw_open || !sc->conn || sc->removed)
+    return;
+  uint8_t *buf;
+  size_t len;
+  int deferred;
+  if (sluice__sendq_init(&sc->hw_q, 0) != 0)
+    goto failed;
+  if (sluice__health_request(sc->env->health_service, &buf, &len) != 0) {
+    sluice__sendq_destroy(&sc->hw_q);
+    goto failed;
+  }
+  if (sluice__sendq_push(&sc->hw_q, buf, len, 1, &deferred) != 0) {
+    free(buf);
+    sluice__sendq_destroy(&sc->hw_q);
+    goto failed;
+  }
+  sluice__sendq_close(&sc->hw_q, &deferred);
+  sluice__cstream_init(&sc->hw_cs, &sc->hw_q, 4096, hw_deliver, sc, &hw_ops,
+                       NULL);
+  sluice__creq req = {HEALTH_WATCH_PATH, 0, SLUICE_COMPRESS_NONE, NULL, 0};
+  if (sluice__cconn_submit(sc->conn, &sc->hw_cs, &req) != 0) {
+    sluice__cstream_clear(&sc->hw_cs);
+    sluice__sendq_destroy(&sc->hw_q);
+    goto failed;
+  }
+  sc->hw_open = 1;
+  sc->hw_cancelled = 0;
+  sc->hw_conn = sc->conn;
+  return;
+failed:
+  sc->health = SLUICE__HEALTH_FAILED;
+  uv_timer_start(&sc->backoff_timer, on_hw_retry, sc->hw_backoff_ms, 0);
+}
+
+/* Resets the Watch stream, if open; its close (later) does not retry. */
+static void hw_cancel(sluice__subchannel *sc) {
+  if (!sc->hw_open || sc->hw_cancelled)
+    return;
+  sc->hw_cancelled = 1;
+  sluice__stream_reset(&sc->hw_cs.st, NGHTTP2_CANCEL);
 }
 
 const char *sluice__subchannel_state_name(sluice__sc_state s) {

@@ -24,6 +24,17 @@ typedef enum {
   SLUICE__SC_TRANSIENT_FAILURE
 } sluice__sc_state;
 
+/* What client-side health checking (gRFC A17) knows of a destination. */
+typedef enum {
+  SLUICE__HEALTH_OFF,             /* no health checking */
+  SLUICE__HEALTH_UNKNOWN,         /* Watch sent, no answer yet */
+  SLUICE__HEALTH_SERVING,         /* reports SERVING */
+  SLUICE__HEALTH_NOT_SERVING,     /* reports NOT_SERVING (or UNKNOWN) */
+  SLUICE__HEALTH_SERVICE_UNKNOWN, /* reports SERVICE_UNKNOWN */
+  SLUICE__HEALTH_UNIMPLEMENTED,   /* no health service: used as healthy */
+  SLUICE__HEALTH_FAILED           /* the Watch failed; retried with back-off */
+} sluice__health_state;
+
 /* What every subchannel of a channel shares (owned by the channel, which
  * outlives them). */
 typedef struct sluice__subchannel_env {
@@ -32,6 +43,9 @@ typedef struct sluice__subchannel_env {
   const char *tls_name;   /* override of the certificate's name, or NULL */
   const char *dns_host;   /* the target's host name (DNS targets), or NULL */
   uint32_t backoff_initial_ms, backoff_max_ms;
+  /* The service each connection watches (grpc.health.v1.Health/Watch), or
+   * NULL: no health checking. */
+  const char *health_service;
   sluice__lb *lb;
   /* Something changed (a connection is ready, failed, drained; a stream
    * ended): dispatch again. Must not dispatch synchronously. */
@@ -56,6 +70,16 @@ typedef struct sluice__subchannel {
   int n_conns;        /* live connections (current + draining) */
   sluice__lb_dest lb; /* the balancer's view and stats */
   int ever_ready;     /* connected before (a reconnect resets lb) */
+  /* Health checking: one Watch stream on the current connection. The
+   * back-off timer above re-opens it (it is idle while READY). */
+  sluice__health_state health;
+  int hw_open;      /* the Watch stream is on a connection */
+  int hw_cancelled; /* reset by us: do not retry */
+  sluice__cconn *hw_conn;
+  sluice__cstream hw_cs;
+  sluice__sendq hw_q;
+  uint64_t hw_backoff_ms;
+  uint64_t hw_unimplemented; /* Watches answered UNIMPLEMENTED */
 } sluice__subchannel;
 
 int sluice__subchannel_new(sluice__subchannel **out,
@@ -72,6 +96,14 @@ int sluice__subchannel_can_take(const sluice__subchannel *sc);
 /* Opens s on the current connection (can_take said yes). */
 int sluice__subchannel_submit(sluice__subchannel *sc, sluice__cstream *s,
                               const sluice__creq *req);
+/* Non-zero when health checking lets the destination be picked (checking
+ * off, SERVING, or no health service). */
+int sluice__subchannel_healthy(const sluice__subchannel *sc);
+/* Non-zero when it is connected but its health check says no (not
+ * serving, unknown service, failed Watch): no hope of a pick soon. */
+int sluice__subchannel_health_refuses(const sluice__subchannel *sc);
+/* The name of the health state, for stats ("" when checking is off). */
+const char *sluice__subchannel_health_name(sluice__health_state h);
 /* The name of the state, for stats. */
 const char *sluice__subchannel_state_name(sluice__sc_state s);
 

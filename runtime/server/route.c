@@ -38,6 +38,7 @@ int sluice__routes_add(sluice__routes *r, const sluice_service_desc *desc,
     rt->user_data = user_data;
     rt->limit.limit = 0;
     rt->limit.in_flight = 0;
+    rt->bypass = 0;
     for (size_t j = 0; j < o->n_method_limits; j++)
       if (strcmp(o->method_limits[j].path, rt->method->path) == 0)
         rt->limit.limit = o->method_limits[j].limit;

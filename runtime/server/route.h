@@ -18,6 +18,7 @@ typedef struct sluice__route {
   const void *handlers; /* the service's copy */
   void *user_data;
   sluice__admit_limit limit; /* max concurrent calls of this method */
+  int bypass; /* skips admission (the library's health service) */
 } sluice__route;
 
 typedef struct sluice__routes {

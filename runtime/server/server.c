@@ -7,6 +7,7 @@
  *   server_call.c  calls: request, handler, response, finish from any thread
  *   admit.c        admission: limits, queues, CoDel (never sees a call)
  *   load_report.c  the ORCA load report and its window
+ *   health.c       the library's grpc.health.v1.Health (opt-in)
  *   route.c        the method registry;  server_opts.c  the options
  *
  * Connections are accepted on loop 0 and handed to loops round robin. */
@@ -16,6 +17,7 @@
 #include "core/list.h"
 #include "core/loop.h"
 #include "server/admit.h"
+#include "server/health.h"
 #include "server/listener.h"
 #include "server/load_report.h"
 #include "server/route.h"
@@ -39,6 +41,7 @@ struct sluice_server {
   sluice__scall_shared calls;
   sluice__sconn_shared conns;
   sluice__listeners listeners;
+  sluice__health *health; /* NULL: no health service */
   sluice__sloop *loops;
   sluice__sconn_loop **targets; /* &loops[i].conns, for the listeners */
   unsigned n_loops;
@@ -67,6 +70,11 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
     return SLUICE_ERR_NOMEM;
   }
   sluice_server_opts_del(defaults);
+  if (s->opts.health && sluice__health_new(&s->health) != 0) {
+    sluice__server_opts_clear(&s->opts);
+    free(s);
+    return SLUICE_ERR_NOMEM;
+  }
   sluice__load_init(&s->load, &s->opts);
   sluice__admit_init(&s->admit, &s->opts, &s->load);
   sluice__scall_shared_init(&s->calls, &s->opts, &s->load, &s->admit);
@@ -87,8 +95,21 @@ int sluice_server_add_service(sluice_server *srv,
     return SLUICE_ERR_INVALID_ARG;
   if (srv->started)
     return SLUICE_ERR_STATE;
-  return sluice__routes_add(&srv->routes, desc, dispatch, handlers,
-                            handlers_size, user_data, &srv->opts);
+  int rv = sluice__routes_add(&srv->routes, desc, dispatch, handlers,
+                              handlers_size, user_data, &srv->opts);
+  if (rv == 0 && srv->health && desc->full_name)
+    rv = sluice__health_add_default(srv->health, desc->full_name);
+  return rv;
+}
+
+int sluice_server_set_serving_status(sluice_server *srv, const char *service,
+                                     sluice_serving_status status) {
+  if (!srv || !service ||
+      (status != SLUICE_SERVING && status != SLUICE_NOT_SERVING))
+    return SLUICE_ERR_INVALID_ARG;
+  if (!srv->health)
+    return SLUICE_ERR_STATE;
+  return sluice__health_set(srv->health, service, status);
 }
 
 int sluice_server_set_utilization(sluice_server *srv, double utilization) {
@@ -118,6 +139,11 @@ int sluice_server_start(sluice_server *srv) {
     return SLUICE_ERR_INVALID_ARG;
   if (srv->started || srv->listeners.n == 0)
     return SLUICE_ERR_STATE;
+  if (srv->health) {
+    int rv = sluice__health_register(srv->health, &srv->routes, &srv->opts);
+    if (rv != 0)
+      return rv;
+  }
   unsigned n = srv->opts.threads;
   if (n == 0) {
     n = (unsigned)uv_available_parallelism();
@@ -179,6 +205,10 @@ int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {
     return 0;
   }
   __atomic_store_n(&srv->shut_down, 1, __ATOMIC_RELEASE);
+  /* Health first: every name NOT_SERVING, each Watch stream told and
+   * ended (waiting a little for their status to be out), then the GOAWAY.
+   */
+  sluice__health_shutdown(srv->health, grace_ms < 1000 ? grace_ms : 1000);
   sluice__listeners_stop(&srv->listeners); /* hand-offs in flight close */
   srv->drain_grace_ms = grace_ms;          /* read by drain_loop (posted) */
   for (unsigned i = 0; i < srv->n_loops; i++) {
@@ -216,6 +246,7 @@ void sluice_server_del(sluice_server *srv) {
   sluice__scall_shared_destroy(&srv->calls);
   sluice__admit_destroy(&srv->admit);
   sluice__load_destroy(&srv->load);
+  sluice__health_del(srv->health);
   sluice__server_opts_clear(&srv->opts);
   free(srv);
 }

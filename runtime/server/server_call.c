@@ -630,6 +630,12 @@ static void dispatch(sluice_server_call *call) {
     sluice__timer_start_deadline(&call->timer, call->st.deadline_ns, now,
                                  on_deadline);
   }
+  /* Health calls skip admission (sluice_server_opts_set_health_bypass):
+   * no slot is taken, so none is given back. */
+  if (call->route->bypass) {
+    run(call);
+    return;
+  }
   /* Now, later (queued behind a concurrency limit) or never (shed). */
   call->adm.limit = &call->route->limit;
   call->adm.deadline_ns = call->st.deadline_ns;

@@ -25,6 +25,7 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->keepalive_timeout_ms = 20000;
   o->ping_min_time_ms = 300000; /* gRFC A8, as C-core */
   o->max_ping_strikes = 2;
+  o->health_bypass = 1;
   *out = o;
   return 0;
 }
@@ -162,6 +163,20 @@ int sluice_server_opts_set_load_report(sluice_server_opts *o, int on) {
   if (!o)
     return SLUICE_ERR_INVALID_ARG;
   o->load_report = on != 0;
+  return 0;
+}
+
+int sluice_server_opts_set_health(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->health = on != 0;
+  return 0;
+}
+
+int sluice_server_opts_set_health_bypass(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->health_bypass = on != 0;
   return 0;
 }
 

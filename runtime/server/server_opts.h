@@ -41,6 +41,8 @@ struct sluice_server_opts {
   uint64_t ping_min_time_ms; /* enforcement: least time between PINGs */
   int ping_without_calls;    /* enforcement: PINGs allowed with no call */
   uint32_t max_ping_strikes; /* enforcement: 0: unlimited */
+  int health;        /* grpc.health.v1.Health served (health.c); default 0 */
+  int health_bypass; /* health calls skip admission; default 1 */
   char last_error[256];
 };
 
