@@ -39,6 +39,9 @@ struct sluice_channel_opts {
   double budget_percent;     /* default 20 */
   uint32_t budget_min_conc;  /* default 3 */
   uint32_t cb_max_requests, cb_max_pending, cb_max_retries; /* 0: off */
+  /* keepalive (gRFC A8): time 0 = off */
+  uint32_t keepalive_time_ms, keepalive_timeout_ms;
+  int keepalive_permit_without_calls;
   char last_error[256];
 };
 
@@ -97,6 +100,14 @@ struct sluice_channel {
   uint64_t live_calls; /* started and not yet freed; atomic */
   size_t live_scs;     /* created and not yet freed */
   int owned_loop;
+  /* connectivity state (sluice_channel_get_state): the aggregate over the
+   * subchannels, published after every dispatch; atomic for readers */
+  int state;
+  sluice__list watchers;     /* sluice__state_watch, loop thread */
+  sluice__task connect_task; /* get_state(try_to_connect) */
+  int connect_posted;        /* atomic */
+  int want_connect;          /* loop thread: connect though nothing waits */
+  uint64_t too_many_pings;   /* GOAWAYs too_many_pings received; atomic */
 };
 
 /* Dispatch again, once, before the loop next polls (a task posted on the

@@ -56,6 +56,9 @@ struct sluice__pick {
   /* A hedge: sent only where the strategy admits it now; refused, it fails
    * at once (RESOURCE_EXHAUSTED, not counted as a drop), never waits. */
   int hedge;
+  /* Wait-for-ready: not failed fast while no destination is connecting or
+   * ready; it waits for one (its call's deadline ends it). */
+  int wait_for_ready;
 };
 
 typedef struct sluice__picker {
@@ -123,7 +126,7 @@ int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n);
 /* Non-zero when new attempts still wait for a stream or a connection. */
 int sluice__picker_has_pending(const sluice__picker *p);
 /* Fails every pending attempt with code/msg (counted as no destination
- * when count_drop). */
+ * when count_drop), except wait-for-ready ones. */
 void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
                                  const char *msg, int count_drop);
 /* Fails every queued attempt (pending and waiting) with code/msg. */
