@@ -255,6 +255,11 @@ static void test_too_many_pings_doubles(void **state) {
   }
   assert_int_equal(n, 1);
   assert_int_equal(t, 2000);
+  char *prom = NULL;
+  assert_int_equal(sluice_channel_stats_prometheus(ch, &prom), 0);
+  assert_non_null(strstr(prom, "\nsluice_client_keepalive_time_ms 2000\n"));
+  assert_non_null(strstr(prom, "\nsluice_client_too_many_pings_total 1\n"));
+  free(prom);
   sluice_channel_del(ch);
   shutdown(p.lfd, SHUT_RDWR); /* ends a second accept, if it waits */
   pthread_join(p.th, NULL);
