@@ -300,6 +300,14 @@ static void test_wait_for_ready(void **state) {
   /* The call's -1 overrides the service config's waitForReady. */
   o.wait_for_ready = -1;
   assert_int_equal(echo(sch, &o, msg, sizeof msg), SLUICE_STATUS_UNAVAILABLE);
+  /* A struct zeroed by hand (struct_size 0) is read without the newer
+   * wait_for_ready field (docs/abi.md): it fails fast. */
+  sluice_call_opts zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.timeout_ms = 20000;
+  zeroed.wait_for_ready = 1;
+  assert_int_equal(echo(ch, &zeroed, msg, sizeof msg),
+                   SLUICE_STATUS_UNAVAILABLE);
   /* Waiting calls end at their deadline while nothing listens. */
   o.wait_for_ready = 1;
   o.timeout_ms = 300;
