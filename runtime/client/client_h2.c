@@ -62,6 +62,7 @@ static void on_ka_timer(uv_timer_t *t) {
              "keepalive timeout: no bytes for %" PRIu32 " ms after PING (%s)",
              cc->cfg->keepalive_timeout_ms, cc->addr_name);
     cc->ka_timed_out = 1;
+    cc->draining = 1; /* no new stream until the socket has closed */
     sluice__cconn_abort(cc, SLUICE_STATUS_UNAVAILABLE, text);
     return;
   }

@@ -68,6 +68,23 @@ static void spawn_server(child *c) {
   assert_int_equal(sscanf(line, "port %d", &c->port), 1);
 }
 
+/* SIGSTOP, and wait until the process has stopped (a signal's delivery is
+ * not synchronous: a thread of it could still answer a call sent right
+ * after kill()). */
+static void freeze(child *c) {
+  assert_int_equal(kill(c->pid, SIGSTOP), 0);
+  int st = 0;
+  assert_int_equal(waitpid(c->pid, &st, WUNTRACED), c->pid);
+  assert_true(WIFSTOPPED(st));
+}
+
+static void thaw(child *c) {
+  assert_int_equal(kill(c->pid, SIGCONT), 0);
+  int st = 0;
+  assert_int_equal(waitpid(c->pid, &st, WCONTINUED), c->pid);
+  assert_true(WIFCONTINUED(st));
+}
+
 static void stop_server(child *c) {
   kill(c->pid, SIGCONT);
   close(c->to);
@@ -163,7 +180,7 @@ static void test_stopped_server(void **state) {
   assert_int_equal(echo(ka, NULL, msg, sizeof msg), SLUICE_STATUS_OK);
   assert_int_equal(echo(plain, NULL, msg, sizeof msg), SLUICE_STATUS_OK);
 
-  assert_int_equal(kill(c.pid, SIGSTOP), 0);
+  freeze(&c);
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.text = "into the void";
   e2e_wait wk, wp;
@@ -190,13 +207,19 @@ static void test_stopped_server(void **state) {
 
   /* The peer comes back: a new call works (wait-for-ready rides out the
    * back-off the keepalive failure started). */
-  assert_int_equal(kill(c.pid, SIGCONT), 0);
+  thaw(&c);
   sluice_call_opts w;
   sluice_call_opts_init(&w);
   w.wait_for_ready = 1;
   w.timeout_ms = 20000;
-  assert_int_equal(echo(ka, &w, msg, sizeof msg), SLUICE_STATUS_OK);
-  assert_int_equal(echo(plain, &w, msg, sizeof msg), SLUICE_STATUS_OK);
+  sluice_status_code code = echo(ka, &w, msg, sizeof msg);
+  if (code != SLUICE_STATUS_OK)
+    fail_msg("after SIGCONT, keepalive channel: %s: %s",
+             sluice_status_name(code), msg);
+  code = echo(plain, &w, msg, sizeof msg);
+  if (code != SLUICE_STATUS_OK)
+    fail_msg("after SIGCONT, plain channel: %s: %s", sluice_status_name(code),
+             msg);
 
   e2e_wait_destroy(&wk);
   e2e_wait_destroy(&wp);

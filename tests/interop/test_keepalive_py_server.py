@@ -40,6 +40,25 @@ if importlib.util.find_spec("grpc") is None:
 HANG_S = 60  # a client run that takes longer has hung
 
 
+def wait_stopped(pid, timeout_s=10.0):
+    """True once every thread of pid is stopped (SIGSTOP is delivered
+    asynchronously: a grpcio thread could still answer a call sent at
+    once)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            states = []
+            for tid in os.listdir("/proc/%d/task" % pid):
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            states = []
+        if states and all(st in ("T", "t") for st in states):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--client", required=True)
@@ -61,6 +80,7 @@ def main():
                 "rc=%d stderr=%r" % (r.returncode, r.stderr))
         os.kill(srv.proc.pid, signal.SIGSTOP)
         try:
+            c.check("server stopped", wait_stopped(srv.proc.pid))
             t0 = time.monotonic()
             r = call("--name", "stopped", "--keepalive-time-ms", "1000",
                      "--keepalive-timeout-ms", "1000")
