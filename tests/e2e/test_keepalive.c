@@ -291,17 +291,20 @@ static void test_too_many_pings_doubles(void **state) {
 
 /* ---- wait-for-ready */
 
-/* A port on 127.0.0.1 where nothing listens (yet). */
-static int free_port(void) {
+/* A port on 127.0.0.1 where nothing listens (yet): bound, not listening,
+ * so connects are refused and the kernel gives the port to no other socket
+ * (a client's own ephemeral port could otherwise be it: a self-connect).
+ * *fd is closed just before a server takes the port. */
+static int down_port(int *fd) {
   int port;
-  int fd = e2e_bind_loopback(&port, 0);
-  close(fd);
+  *fd = e2e_bind_loopback(&port, 0);
   return port;
 }
 
 static void test_wait_for_ready(void **state) {
   (void)state;
-  int port = free_port();
+  int hold;
+  int port = down_port(&hold);
   sluice_channel *ch = channel_ka(port, 0, 0, 0, 100);
   sluice_channel_opts *so;
   assert_int_equal(sluice_channel_opts_new(&so), 0);
@@ -363,6 +366,7 @@ static void test_wait_for_ready(void **state) {
   /* ... and succeed once the server is up. */
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  close(hold);
   e2e_server *srv = e2e_server_start(addr, NULL);
   assert_int_equal(e2e_wait_for(&w1, 1, LONG_WAIT_MS), 1);
   assert_int_equal(w1.code, SLUICE_STATUS_OK);
@@ -426,7 +430,8 @@ static int reach(sluice_channel *ch, sluice_connectivity_state s) {
 
 static void test_state_api(void **state) {
   (void)state;
-  int port = free_port();
+  int hold;
+  int port = down_port(&hold);
   sluice_channel *ch = channel_ka(port, 0, 0, 0, 100);
   watcher w;
   memset(&w, 0, sizeof w);
@@ -458,6 +463,7 @@ static void test_state_api(void **state) {
   /* The server comes up: READY. */
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  close(hold);
   e2e_server *srv = e2e_server_start(addr, NULL);
   assert_true(reach(ch, SLUICE_CHANNEL_READY));
   for (int i = 0; i < 1000 && !seen(&w, SLUICE_CHANNEL_READY); i++)
