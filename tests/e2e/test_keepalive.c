@@ -228,6 +228,32 @@ static void test_stopped_server(void **state) {
   stop_server(&c);
 }
 
+/* A healthy server that stays silent during a long call: the PINGs' ACKs
+ * keep the connection (any byte disarms the timeout). Were they ignored,
+ * the call would fail at about 3 s (PING at 1 s + 2 s), before its 4 s
+ * reply. */
+static void test_quiet_call_survives(void **state) {
+  (void)state;
+  e2e_server *srv = e2e_server_start(NULL, NULL);
+  sluice_channel *ch = channel_ka(srv->port, 1000, 2000, 0, 0);
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT, *resp = NULL;
+  req.text = "slow";
+  req.delay_ms = 4000;
+  sluice_status st;
+  sluice_status_init(&st);
+  sluice_status_code code =
+      e2e__echo__echo__blocking(ch, &req, &resp, NULL, &st);
+  if (code != SLUICE_STATUS_OK)
+    fail_msg("quiet call: %s: %s", sluice_status_name(code),
+             st.message ? st.message : "");
+  assert_non_null(resp);
+  assert_string_equal(resp->text, "slow");
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  sluice_status_clear(&st);
+  sluice_channel_del(ch);
+  e2e_server_free(srv);
+}
+
 /* ---- a raw peer: SETTINGS, then GOAWAY ENHANCE_YOUR_CALM too_many_pings */
 
 typedef struct calm_peer {
@@ -538,6 +564,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_option_values),
       cmocka_unit_test(test_stopped_server),
+      cmocka_unit_test(test_quiet_call_survives),
       cmocka_unit_test(test_too_many_pings_doubles),
       cmocka_unit_test(test_wait_for_ready),
       cmocka_unit_test(test_state_api),
