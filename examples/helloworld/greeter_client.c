@@ -6,6 +6,9 @@
  *                   [--tls_cert FILE --tls_key FILE]]
  *                  [--service-config FILE|JSON] [--breakers REQ,PEND,RETRIES]
  *                  [--count N] [--stats]
+ *                  [--keepalive-time-ms N [--keepalive-timeout-ms N]
+ *                   [--keepalive-without-calls]] [--wait-for-ready]
+ *                  [--linger-ms N]
  *
  * Prints the reply message alone on a line on stdout and exits 0. On failure
  * prints "<STATUS_NAME>: <message>" on stderr and exits 1; bad flags, and TLS
@@ -29,7 +32,16 @@
  *               denials=.. (throttled .., budget .., pushback ..,
  *               deadline .., max_retries ..) exhausted=..
  *               breaker_refused=.. (max_requests .., max_pending ..)
- * (one line; from sluice_channel_get_resilience_stats()).
+ * (one line; from sluice_channel_get_resilience_stats()), and
+ *   keepalive: time_ms=.. too_many_pings=.. state=..
+ * (sluice_channel_get_keepalive(), sluice_channel_get_state()).
+ *
+ * --keepalive-time-ms turns client keepalive on (gRFC A8, at least 1000;
+ * --keepalive-timeout-ms defaults to 20000; --keepalive-without-calls pings
+ * while no call is open too). --wait-for-ready makes every call wait for a
+ * ready server until its deadline instead of failing fast. --linger-ms N
+ * keeps the channel open N ms after each call but the last (keepalive
+ * pings without calls happen then).
  *
  * --use_tls calls over TLS, trusting the CA certificates of --tls_ca (the
  * system's roots without it) and checking the server's certificate against
@@ -44,10 +56,12 @@
  * the backslash written in that same \xNN / \\ notation.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sluice/sluice.h>
 
@@ -93,8 +107,24 @@ static void usage(FILE *f, const char *prog) {
           "status\n"
           "                    counts and retry counters on stdout\n"
           "  --stats           print the retry counters after a single "
-          "call too\n",
+          "call too\n"
+          "  --keepalive-time-ms N     client keepalive: PING after N ms "
+          "without\n"
+          "                    a byte read (at least 1000; default off)\n"
+          "  --keepalive-timeout-ms N  close when nothing arrives N ms after "
+          "it\n"
+          "                    (default 20000)\n"
+          "  --keepalive-without-calls ping while no call is open too\n"
+          "  --wait-for-ready  calls wait for a ready server (until their "
+          "deadline)\n"
+          "  --linger-ms N     keep the channel open N ms between calls\n",
           prog);
+}
+
+static void sleep_ms(unsigned long long ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
 }
 
 static int hexval(char c) {
@@ -273,6 +303,8 @@ int main(int argc, char **argv) {
   char *service_config = NULL;
   uint32_t breakers[3];
   int have_breakers = 0;
+  unsigned long long ka_time = 0, ka_timeout = 20000, linger_ms = 0;
+  int ka_without_calls = 0, wait_for_ready = 0;
   tls_flags tls = {0};
   sluice_metadata *md = NULL;
   sluice_channel_opts *chopts = NULL;
@@ -301,6 +333,32 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--stats") == 0) {
       want_stats = 1;
+      continue;
+    }
+    if (strcmp(flag, "--keepalive-without-calls") == 0) {
+      ka_without_calls = 1;
+      continue;
+    }
+    if (strcmp(flag, "--wait-for-ready") == 0) {
+      wait_for_ready = 1;
+      continue;
+    }
+    unsigned long long *num =
+        strcmp(flag, "--keepalive-time-ms") == 0      ? &ka_time
+        : strcmp(flag, "--keepalive-timeout-ms") == 0 ? &ka_timeout
+        : strcmp(flag, "--linger-ms") == 0            ? &linger_ms
+                                                      : NULL;
+    if (num) {
+      char *end = NULL;
+      const char *val = i + 1 < argc ? argv[++i] : "";
+      errno = 0;
+      *num = strtoull(val, &end, 10);
+      if (*val == '\0' || *val == '-' || *end != '\0' || errno != 0 ||
+          *num > UINT32_MAX) {
+        fprintf(stderr, "%s: %s wants a number, got '%s'\n", prog, flag, val);
+        usage(stderr, prog);
+        goto out;
+      }
       continue;
     }
     int taken = take_tls_flag(&tls, prog, argc, argv, &i);
@@ -411,6 +469,16 @@ int main(int argc, char **argv) {
     exit_code = 2;
     goto out;
   }
+  if (ka_time && sluice_channel_opts_set_keepalive(chopts, (uint32_t)ka_time,
+                                                   (uint32_t)ka_timeout,
+                                                   ka_without_calls) != 0) {
+    fprintf(stderr,
+            "%s: --keepalive-time-ms wants at least %u and "
+            "--keepalive-timeout-ms at least 1\n",
+            prog, SLUICE_KEEPALIVE_MIN_TIME_MS);
+    exit_code = 2;
+    goto out;
+  }
   err = sluice_channel_new(&ch, target, chopts);
   if (err != 0) {
     fprintf(stderr, "%s: cannot use target '%s': %s\n",
@@ -423,6 +491,7 @@ int main(int argc, char **argv) {
   sluice_call_opts_init(&opts);
   opts.timeout_ms = timeout_ms;
   opts.metadata = md;
+  opts.wait_for_ready = wait_for_ready;
 
   Helloworld__HelloRequest req = HELLOWORLD__HELLO_REQUEST__INIT;
   req.name = (char *)name;
@@ -431,6 +500,8 @@ int main(int argc, char **argv) {
   unsigned long long failed = 0;
   for (unsigned long long n = 0; n < count; n++) {
     if (n > 0) {
+      if (linger_ms)
+        sleep_ms(linger_ms);
       sluice_status_clear(&status);
       sluice_status_init(&status);
       if (resp != NULL)
@@ -472,6 +543,13 @@ int main(int argc, char **argv) {
     sx_res r = {0};
     sx_res_add_channel(&r, ch);
     sx_res_print(stdout, "resilience: ", &r);
+    uint32_t ka_now = 0;
+    uint64_t calm = 0;
+    sluice_channel_get_keepalive(ch, &ka_now, &calm);
+    printf("keepalive: time_ms=%" PRIu32 " too_many_pings=%" PRIu64
+           " state=%s\n",
+           ka_now, calm,
+           sluice_connectivity_state_name(sluice_channel_get_state(ch, 0)));
   }
   if (fflush(stdout) != 0)
     exit_code = 1;

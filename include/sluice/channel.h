@@ -166,6 +166,39 @@ SLUICE_API int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o,
                                                   uint32_t max_len,
                                                   uint32_t max_wait_ms);
 
+/** The smallest keepalive time sluice_channel_opts_set_keepalive()
+ * accepts, in ms. gRFC A8's floor is 10 s (grpc-go applies it); sluice
+ * allows 1 s for tests and for servers that permit it. */
+#define SLUICE_KEEPALIVE_MIN_TIME_MS 1000u
+
+/** Client keepalive (gRFC A8; default off). On each connection, when
+ * time_ms have passed since the last byte was read and the connection has
+ * calls open (or permit_without_calls), a PING is sent; when no byte at
+ * all arrives within timeout_ms after it, the connection is closed: its
+ * calls fail with UNAVAILABLE "keepalive timeout: no bytes for N ms after
+ * PING", the destination goes to TRANSIENT_FAILURE and reconnects after
+ * its back-off. Time is measured from the last byte read, never from the
+ * last PING. A server that answers with GOAWAY ENHANCE_YOUR_CALM
+ * "too_many_pings" makes the channel double its keepalive time for the
+ * connections it makes from then on (sluice_channel_get_keepalive(); a
+ * line on stderr says so). Servers refuse PINGs more often than they allow
+ * (grpcio and sluice servers: every 5 minutes by default, and without
+ * calls not at all): agree the values with the server's operators.
+ * @param o the options
+ * @param time_ms the keepalive time in ms; 0 turns keepalive off, else at
+ *   least SLUICE_KEEPALIVE_MIN_TIME_MS
+ * @param timeout_ms how long to wait for a byte after a PING, in ms (20000
+ *   is gRPC's default); at least 1 when time_ms is set (ignored when not)
+ * @param permit_without_calls non-zero: ping also while no call is open
+ *   (default 0)
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL, time_ms is below the minimum
+ *   (and not 0), or timeout_ms is 0 with a time_ms */
+SLUICE_API int sluice_channel_opts_set_keepalive(sluice_channel_opts *o,
+                                                 uint32_t time_ms,
+                                                 uint32_t timeout_ms,
+                                                 int permit_without_calls);
+
 /* ---- channel */
 
 /** Creates a channel to target in *out. Nothing connects until the first
@@ -201,6 +234,75 @@ SLUICE_API int sluice_channel_new(sluice_channel **out, const char *target,
  * inside one of the channel's own callbacks.
  * @param ch the channel; NULL is ignored */
 SLUICE_API void sluice_channel_del(sluice_channel *ch);
+
+/** A channel's connectivity state, as gRPC's: the aggregate over its
+ * destinations (READY if any is READY, else CONNECTING if any is
+ * connecting, else TRANSIENT_FAILURE if any is failing, else IDLE). */
+typedef enum sluice_connectivity_state {
+  SLUICE_CHANNEL_IDLE = 0,              /**< not connected, not trying */
+  SLUICE_CHANNEL_CONNECTING = 1,        /**< a connection is being made */
+  SLUICE_CHANNEL_READY = 2,             /**< a destination takes calls */
+  SLUICE_CHANNEL_TRANSIENT_FAILURE = 3, /**< failing; back-off, retry */
+  SLUICE_CHANNEL_SHUTDOWN = 4           /**< the channel is being destroyed */
+} sluice_connectivity_state;
+
+/** The name of a state ("IDLE", "CONNECTING", "READY",
+ * "TRANSIENT_FAILURE", "SHUTDOWN"; "UNKNOWN" for other values).
+ * @param s the state
+ * @return a static string */
+SLUICE_API const char *
+sluice_connectivity_state_name(sluice_connectivity_state s);
+
+/** The channel's connectivity state now. Thread-safe (it reads the state
+ * the loop last published, so it may lag by one loop turn).
+ * @param ch the channel
+ * @param try_to_connect non-zero: an IDLE channel starts connecting to
+ *   its destinations (on its loop, soon), as if a call were waiting
+ * @return the state; SLUICE_CHANNEL_SHUTDOWN for a NULL ch */
+SLUICE_API sluice_connectivity_state
+sluice_channel_get_state(sluice_channel *ch, int try_to_connect);
+
+/** Called once per sluice_channel_watch_state(), on the channel's loop
+ * thread.
+ * @param state the channel's state at that moment
+ * @param changed non-zero when state differs from the last_observed that
+ *   was given; 0 when the deadline passed first
+ * @param user_data as given to sluice_channel_watch_state() */
+typedef void (*sluice_channel_state_cb)(sluice_connectivity_state state,
+                                        int changed, void *user_data);
+
+/** Asks to be told when the channel's state is no longer last_observed.
+ * cb fires exactly once, on the channel's loop thread and never from
+ * inside this function: as soon as the state differs from last_observed
+ * (at once, on the loop, if it already does), or at deadline_ns (changed
+ * 0), or when the channel is destroyed (SLUICE_CHANNEL_SHUTDOWN; before
+ * sluice_channel_del() returns on a channel with its own loop).
+ * Thread-safe; must not be called once sluice_channel_del() has been.
+ * @param ch the channel
+ * @param last_observed the state the caller knows
+ *   (sluice_channel_get_state())
+ * @param deadline_ns absolute time on sluice_now_ns()'s clock; 0: none
+ * @param cb the callback
+ * @param user_data passed to cb
+ * @retval 0 cb will fire
+ * @retval SLUICE_ERR_INVALID_ARG ch or cb is NULL; cb will not fire
+ * @retval SLUICE_ERR_NOMEM out of memory; cb will not fire */
+SLUICE_API int sluice_channel_watch_state(
+    sluice_channel *ch, sluice_connectivity_state last_observed,
+    uint64_t deadline_ns, sluice_channel_state_cb cb, void *user_data);
+
+/** The keepalive time the channel's next connection will use (it doubles
+ * at each GOAWAY "too_many_pings", see sluice_channel_opts_set_keepalive())
+ * and how many such GOAWAYs it has received. Thread-safe.
+ * @param ch the channel
+ * @param[out] time_ms receives the keepalive time in ms (0: keepalive
+ *   off); may be NULL
+ * @param[out] too_many_pings receives the count; may be NULL
+ * @retval 0 filled
+ * @retval SLUICE_ERR_INVALID_ARG ch is NULL */
+SLUICE_API int sluice_channel_get_keepalive(sluice_channel *ch,
+                                            uint32_t *time_ms,
+                                            uint64_t *too_many_pings);
 
 /* ---- per-call options: a plain struct, filled by sluice_call_opts_init() */
 
@@ -251,6 +353,15 @@ typedef struct sluice_call_opts {
    * sluice_call_opts_set_parent() (borrowed; read while the function
    * starting the call runs); NULL: none. */
   const struct sluice_server_call *parent;
+  /** Wait-for-ready (gRPC's): a call that waits for a READY destination
+   * (until its deadline) instead of failing fast with UNAVAILABLE while
+   * every destination is in TRANSIENT_FAILURE. Positive: wait; negative:
+   * fail fast; 0 (the default): as the service config's waitForReady for
+   * the method says, else fail fast. The call's value wins over the
+   * service config's. Appended after `parent`: a struct zeroed by hand
+   * (struct_size 0) is read without this field (use
+   * sluice_call_opts_init()). */
+  int wait_for_ready;
 } sluice_call_opts;
 
 /** Fills the first struct_size bytes of o with "no options" and records

@@ -74,8 +74,9 @@ typedef struct sluice_hedging_policy {
 typedef struct sluice_method_config {
   /** Call timeout in ms when the call sets none; 0: unset. */
   uint64_t timeout_ms;
-  /** gRPC's waitForReady: -1 unset, 0 fail fast, 1 wait. Stored and
-   * reported; the connection issue makes the picker honour it. */
+  /** gRPC's waitForReady: -1 unset, 0 fail fast, 1 wait for a READY
+   * destination until the deadline; a call's own
+   * sluice_call_opts::wait_for_ready wins over it (docs/keepalive.md). */
   int wait_for_ready;
   /** Largest request message in bytes (maxRequestMessageBytes); 0: unset.
    * The smallest of channel, method and call limits applies, as before. */

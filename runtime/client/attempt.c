@@ -96,6 +96,7 @@ void sluice__attempt_init(sluice_call *c, sluice__attempt *a,
   a->pick.strat_done = 0;
   a->pick.avoid = NULL;
   a->pick.hedge = 0;
+  a->pick.wait_for_ready = c->wait_for_ready;
   sluice__list_init(&a->pick.link);
 }
 

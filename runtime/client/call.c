@@ -4,6 +4,7 @@
  * (response, error, deadline, cancel, channel destroyed), and freeing once
  * its timer and streams have let go. Its attempts are attempt.c's. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,14 @@ void sluice_call_opts_init_sized(sluice_call_opts *o, size_t struct_size) {
  * know of (a newer program) are ignored. */
 static const sluice_call_opts *call_opts_read(const sluice_call_opts *opts,
                                               sluice_call_opts *local) {
-  if (!opts || opts->struct_size == 0 || opts->struct_size >= sizeof *opts)
+  if (!opts || opts->struct_size >= sizeof *opts)
     return opts;
+  /* A struct zeroed by hand: every field up to parent (what this ABI had
+   * before wait_for_ready was appended). */
+  size_t n = opts->struct_size ? opts->struct_size
+                               : offsetof(sluice_call_opts, wait_for_ready);
   memset(local, 0, sizeof *local);
-  memcpy(local, opts, opts->struct_size);
+  memcpy(local, opts, n);
   return local;
 }
 
@@ -343,6 +348,11 @@ static void resolve_policy(sluice_call *c, const sluice_call_opts *opts,
       sluice__svc_config_find(&ch->opts.svc, m->path);
   if (!mc)
     mc = m->config;
+  /* Wait-for-ready: the call's own choice, else the service config's. */
+  if (opts && opts->wait_for_ready)
+    c->wait_for_ready = opts->wait_for_ready > 0;
+  else
+    c->wait_for_ready = mc && mc->wait_for_ready == 1;
   if (mc) {
     if (mc->timeout_ms && !*timeout_ms)
       *timeout_ms = mc->timeout_ms;

@@ -124,9 +124,10 @@ struct sluice_call {
   unsigned backoff_n;    /* retries since the last pushback */
   unsigned n_live;       /* attempts picking or on a stream */
   uint32_t path_id;      /* the picker's, for per-method counters */
-  int child;    /* made by a server's handler (sluice_call_opts_set_parent) */
-  int counted;  /* in the channel's active calls */
-  int in_retry; /* in the channel's calls in retry */
+  int child;   /* made by a server's handler (sluice_call_opts_set_parent) */
+  int counted; /* in the channel's active calls */
+  int wait_for_ready;      /* waits out TRANSIENT_FAILURE (its picks do) */
+  int in_retry;            /* in the channel's calls in retry */
   sluice__attempt *winner; /* the committed attempt; NULL: none yet */
   struct sluice__subchannel *last_sc; /* where the last attempt went */
   uint64_t retry_at_ns;               /* a retry waits until then; 0: none */

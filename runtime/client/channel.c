@@ -129,7 +129,7 @@ static const char *unavailable_reason(sluice_channel *ch, char *buf,
 static void dispatch(sluice_channel *ch) {
   if (ch->closing)
     return;
-  if (!sluice__picker_busy(&ch->picker)) {
+  if (!sluice__picker_busy(&ch->picker) && !ch->want_connect) {
     sluice__picker_run(&ch->picker, ch->scs, 0); /* stops the wait timer */
     return;
   }
@@ -155,6 +155,8 @@ static void dispatch(sluice_channel *ch) {
    * strategy may pick any, and one that came back must be found). */
   for (size_t i = 0; i < ch->n_scs; i++)
     sluice__subchannel_connect(ch->scs[i]);
+  if (ch->n_scs)
+    ch->want_connect = 0; /* get_state(try_to_connect): done */
   sluice__picker_run(&ch->picker, ch->scs, ch->n_scs);
   if (!sluice__picker_has_pending(&ch->picker))
     return;
@@ -188,8 +190,191 @@ static void dispatch(sluice_channel *ch) {
                               SLUICE__LB_NONE);
 }
 
+/* ---- connectivity state (sluice_channel_get_state / watch_state) */
+
+/* A watch registered on the loop (allocated; freed when its timer closed). */
+typedef struct sluice__state_watch {
+  sluice__task task; /* registration, posted from any thread */
+  sluice__list link; /* in ch->watchers */
+  sluice_channel *ch;
+  int last;
+  uint64_t deadline_ns;
+  sluice_channel_state_cb cb;
+  void *ud;
+  uv_timer_t timer;
+  int timer_open;
+} sluice__state_watch;
+
+static int aggregate_state(const sluice_channel *ch) {
+  int any_connecting = 0, any_failing = 0;
+  for (size_t i = 0; i < ch->n_scs; i++) {
+    switch (ch->scs[i]->state) {
+    case SLUICE__SC_READY:
+      return SLUICE_CHANNEL_READY;
+    case SLUICE__SC_CONNECTING:
+      any_connecting = 1;
+      break;
+    case SLUICE__SC_TRANSIENT_FAILURE:
+      any_failing = 1;
+      break;
+    default:
+      break;
+    }
+  }
+  /* A name being resolved for calls counts as connecting. */
+  if (any_connecting || (ch->resolving && !ch->resolved_once))
+    return SLUICE_CHANNEL_CONNECTING;
+  return any_failing ? SLUICE_CHANNEL_TRANSIENT_FAILURE : SLUICE_CHANNEL_IDLE;
+}
+
+static void watch_freed(uv_handle_t *h) { free(h->data); }
+
+/* Fires w once (loop thread) and lets it go; may free a closing channel
+ * unless called while it shuts down (shutdown_on_loop frees it last). */
+static void watch_fire(sluice__state_watch *w, int state, int changed,
+                       int may_free) {
+  sluice_channel *ch = w->ch;
+  sluice__list_remove(&w->link);
+  w->cb((sluice_connectivity_state)state, changed, w->ud);
+  if (w->timer_open)
+    uv_close((uv_handle_t *)&w->timer, watch_freed);
+  else
+    free(w);
+  __atomic_sub_fetch(&ch->live_calls, 1, __ATOMIC_RELAXED);
+  if (may_free)
+    maybe_free(ch);
+}
+
+/* Publishes the state; tells the watchers whose state it no longer is. */
+static void publish_state(sluice_channel *ch, int state) {
+  __atomic_store_n(&ch->state, state, __ATOMIC_RELEASE);
+  sluice__list *n = sluice__list_head(&ch->watchers);
+  while (n) {
+    sluice__list *next = n->next == &ch->watchers ? NULL : n->next;
+    sluice__state_watch *w = SLUICE__CONTAINER_OF(n, sluice__state_watch, link);
+    if (w->last != state || state == SLUICE_CHANNEL_SHUTDOWN)
+      watch_fire(w, state, w->last != state, state != SLUICE_CHANNEL_SHUTDOWN);
+    n = next;
+  }
+}
+
+static void on_watch_deadline(uv_timer_t *t) {
+  sluice__state_watch *w = t->data;
+  if (sluice__timer_early(t, w->deadline_ns, on_watch_deadline))
+    return;
+  watch_fire(w, __atomic_load_n(&w->ch->state, __ATOMIC_ACQUIRE), 0, 1);
+}
+
+static void watch_on_loop(sluice__task *t) {
+  sluice__state_watch *w = SLUICE__CONTAINER_OF(t, sluice__state_watch, task);
+  sluice_channel *ch = w->ch;
+  sluice__list_push(&ch->watchers, &w->link);
+  int state = __atomic_load_n(&ch->state, __ATOMIC_ACQUIRE);
+  if (state != w->last || ch->closing) {
+    watch_fire(w, state, state != w->last, 1);
+    return;
+  }
+  if (!w->deadline_ns)
+    return;
+  uv_timer_init(sluice__loop_uv(ch->loop), &w->timer);
+  w->timer.data = w;
+  w->timer_open = 1;
+  uint64_t now = sluice_now_ns();
+  if (w->deadline_ns <= now)
+    uv_timer_start(&w->timer, on_watch_deadline, 0, 0);
+  else
+    sluice__timer_start_deadline(&w->timer, w->deadline_ns, now,
+                                 on_watch_deadline);
+}
+
+int sluice_channel_watch_state(sluice_channel *ch,
+                               sluice_connectivity_state last_observed,
+                               uint64_t deadline_ns, sluice_channel_state_cb cb,
+                               void *user_data) {
+  if (!ch || !cb)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice__state_watch *w = calloc(1, sizeof *w);
+  if (!w)
+    return SLUICE_ERR_NOMEM;
+  w->task.fn = watch_on_loop;
+  w->ch = ch;
+  w->last = (int)last_observed;
+  w->deadline_ns = deadline_ns;
+  w->cb = cb;
+  w->ud = user_data;
+  sluice__list_init(&w->link);
+  /* Counted as a call: the channel is not freed before it has fired. */
+  __atomic_add_fetch(&ch->live_calls, 1, __ATOMIC_RELAXED);
+  sluice__loop_post(ch->loop, &w->task);
+  return 0;
+}
+
+static void connect_on_loop(sluice__task *t) {
+  sluice_channel *ch = SLUICE__CONTAINER_OF(t, sluice_channel, connect_task);
+  sluice__loop_posted_clear(&ch->connect_posted);
+  if (ch->closing)
+    return;
+  ch->want_connect = 1;
+  sluice__channel_kick(ch);
+}
+
+sluice_connectivity_state sluice_channel_get_state(sluice_channel *ch,
+                                                   int try_to_connect) {
+  if (!ch)
+    return SLUICE_CHANNEL_SHUTDOWN;
+  int state = __atomic_load_n(&ch->state, __ATOMIC_ACQUIRE);
+  if (try_to_connect && state == SLUICE_CHANNEL_IDLE)
+    sluice__loop_post_once(ch->loop, &ch->connect_task, &ch->connect_posted);
+  return (sluice_connectivity_state)state;
+}
+
+const char *sluice_connectivity_state_name(sluice_connectivity_state s) {
+  switch (s) {
+  case SLUICE_CHANNEL_IDLE:
+    return "IDLE";
+  case SLUICE_CHANNEL_CONNECTING:
+    return "CONNECTING";
+  case SLUICE_CHANNEL_READY:
+    return "READY";
+  case SLUICE_CHANNEL_TRANSIENT_FAILURE:
+    return "TRANSIENT_FAILURE";
+  case SLUICE_CHANNEL_SHUTDOWN:
+    return "SHUTDOWN";
+  }
+  return "UNKNOWN";
+}
+
+int sluice_channel_get_keepalive(sluice_channel *ch, uint32_t *time_ms,
+                                 uint64_t *too_many_pings) {
+  if (!ch)
+    return SLUICE_ERR_INVALID_ARG;
+  if (time_ms)
+    *time_ms =
+        __atomic_load_n(&ch->env.conn.keepalive_time_ms, __ATOMIC_RELAXED);
+  if (too_many_pings)
+    *too_many_pings = __atomic_load_n(&ch->too_many_pings, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* A server refused our PINGs (GOAWAY too_many_pings): as A8 says, double
+ * the keepalive time for the connections made from now on, and say so. */
+static void env_too_many_pings(void *ud) {
+  sluice_channel *ch = ud;
+  uint32_t t = ch->env.conn.keepalive_time_ms;
+  uint32_t next = t > UINT32_MAX / 2 ? UINT32_MAX : t * 2;
+  __atomic_store_n(&ch->env.conn.keepalive_time_ms, next, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&ch->too_many_pings, 1, __ATOMIC_RELAXED);
+  fprintf(stderr,
+          "sluice: channel to %s: GOAWAY ENHANCE_YOUR_CALM too_many_pings; "
+          "keepalive time for new connections %" PRIu32 " -> %" PRIu32 " ms\n",
+          ch->authority, t, next);
+}
+
 static void on_dispatch_task(sluice__task *t) {
-  dispatch(SLUICE__CONTAINER_OF(t, sluice_channel, dispatch_task));
+  sluice_channel *ch = SLUICE__CONTAINER_OF(t, sluice_channel, dispatch_task);
+  dispatch(ch);
+  if (!ch->closing)
+    publish_state(ch, aggregate_state(ch));
 }
 
 void sluice__channel_kick(sluice_channel *ch) {
@@ -301,7 +486,15 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   e->kick = env_kick;
   e->resolve = env_resolve;
   e->gone = env_gone;
+  e->too_many_pings = env_too_many_pings;
   e->ud = ch;
+  e->conn.keepalive_time_ms = ch->opts.keepalive_time_ms;
+  e->conn.keepalive_timeout_ms = ch->opts.keepalive_timeout_ms;
+  e->conn.keepalive_permit_without_calls =
+      ch->opts.keepalive_permit_without_calls;
+  ch->state = SLUICE_CHANNEL_IDLE;
+  sluice__list_init(&ch->watchers);
+  ch->connect_task.fn = connect_on_loop;
   /* Handles must be created on the loop's thread for owned loops; a
    * channel creates its subchannels lazily there (first dispatch). */
   *out = ch;
@@ -338,6 +531,10 @@ static void shutdown_on_loop(void *ud) {
   sluice_channel *ch = ud;
   ch->closing = 1;
   sluice__loop_cancel(ch->loop, &ch->dispatch_task);
+  sluice__loop_cancel(ch->loop, &ch->connect_task);
+  /* Watchers hear SHUTDOWN; one registered later (still queued) hears it
+   * when its task runs. live_calls keeps the channel until then. */
+  publish_state(ch, SLUICE_CHANNEL_SHUTDOWN);
   sluice__picker_fail_all(&ch->picker, SLUICE_STATUS_CANCELLED,
                           "channel destroyed");
   /* Calls waiting out a retry's backoff are in no queue: end them too. */

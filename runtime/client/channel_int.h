@@ -42,6 +42,9 @@ struct sluice_channel_opts {
   /* sluice_channel_opts_set_health_check (owned); NULL: the service
    * config's healthCheckConfig decides */
   char *health_check;
+  /* keepalive (gRFC A8): time 0 = off */
+  uint32_t keepalive_time_ms, keepalive_timeout_ms;
+  int keepalive_permit_without_calls;
   char last_error[256];
 };
 
@@ -100,6 +103,14 @@ struct sluice_channel {
   uint64_t live_calls; /* started and not yet freed; atomic */
   size_t live_scs;     /* created and not yet freed */
   int owned_loop;
+  /* connectivity state (sluice_channel_get_state): the aggregate over the
+   * subchannels, published after every dispatch; atomic for readers */
+  int state;
+  sluice__list watchers;     /* sluice__state_watch, loop thread */
+  sluice__task connect_task; /* get_state(try_to_connect) */
+  int connect_posted;        /* atomic */
+  int want_connect;          /* loop thread: connect though nothing waits */
+  uint64_t too_many_pings;   /* GOAWAYs too_many_pings received; atomic */
 };
 
 /* Dispatch again, once, before the loop next polls (a task posted on the

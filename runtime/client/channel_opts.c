@@ -27,6 +27,7 @@ int sluice_channel_opts_new(sluice_channel_opts **out) {
   o->retries_enabled = 1;
   o->budget_percent = 20; /* Envoy's retry budget defaults */
   o->budget_min_conc = 3;
+  o->keepalive_timeout_ms = 20000; /* A8's default; keepalive itself off */
   *out = o;
   return 0;
 }
@@ -59,6 +60,18 @@ int sluice_channel_opts_set_health_check(sluice_channel_opts *o,
     return SLUICE_ERR_NOMEM;
   free(o->health_check);
   o->health_check = copy;
+  return 0;
+}
+
+int sluice_channel_opts_set_keepalive(sluice_channel_opts *o, uint32_t time_ms,
+                                      uint32_t timeout_ms,
+                                      int permit_without_calls) {
+  if (!o || (time_ms && time_ms < SLUICE_KEEPALIVE_MIN_TIME_MS) ||
+      (time_ms && !timeout_ms))
+    return SLUICE_ERR_INVALID_ARG;
+  o->keepalive_time_ms = time_ms;
+  o->keepalive_timeout_ms = time_ms ? timeout_ms : 20000;
+  o->keepalive_permit_without_calls = time_ms && permit_without_calls;
   return 0;
 }
 

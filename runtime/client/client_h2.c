@@ -3,6 +3,7 @@
  * facts reported through the stream's ops. */
 #include "client/client_h2.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,77 @@ void sluice__cstream_clear(sluice__cstream *s) {
   sluice__grpc_resp_reset(&s->rx);
   sluice__recv_reset(&s->st.recv);
   s->st.recv.unconsumed = 0;
+}
+
+/* ---- keepalive (gRFC A8): time since the last frame read, a PING when
+ * it passes keepalive_time with calls open (or permit_without_calls), the
+ * connection closed when nothing arrives within the timeout. The timer is
+ * re-armed lazily: reads only record their time. */
+
+static uint64_t loop_now_ms(sluice__cconn *cc) {
+  return uv_now(sluice__loop_uv(cc->conn.loop));
+}
+
+static void on_ka_timer(uv_timer_t *t);
+
+static void ka_arm(sluice__cconn *cc, uint64_t ms) {
+  if (cc->ka_timer_open)
+    uv_timer_start(&cc->ka_timer, on_ka_timer, ms ? ms : 1, 0);
+}
+
+static void ka_ping(sluice__cconn *cc);
+
+static void on_ka_timer(uv_timer_t *t) {
+  sluice__cconn *cc = t->data;
+  if (!cc->conn.session || cc->conn.closing)
+    return;
+  uint64_t now = loop_now_ms(cc);
+  if (cc->ka_pinging) {
+    char text[300];
+    snprintf(text, sizeof text,
+             "keepalive timeout: no bytes for %" PRIu32 " ms after PING (%s)",
+             cc->cfg->keepalive_timeout_ms, cc->addr_name);
+    cc->ka_timed_out = 1;
+    cc->draining = 1; /* no new stream until the socket has closed */
+    sluice__cconn_abort(cc, SLUICE_STATUS_UNAVAILABLE, text);
+    return;
+  }
+  uint64_t due = cc->last_read_ms + cc->ka_time_ms;
+  if (due > now) {
+    ka_arm(cc, due - now);
+    return;
+  }
+  if (cc->active_streams > 0 || cc->cfg->keepalive_permit_without_calls)
+    ka_ping(cc);
+  else
+    ka_arm(cc, cc->ka_time_ms); /* a new stream pings first (A8) */
+}
+
+static void ka_ping(sluice__cconn *cc) {
+  if (nghttp2_submit_ping(cc->conn.session, NGHTTP2_FLAG_NONE, NULL) != 0) {
+    ka_arm(cc, cc->ka_time_ms);
+    return;
+  }
+  cc->ka_pinging = 1;
+  cc->ka_pings++;
+  sluice__conn_want_write(&cc->conn);
+  ka_arm(cc, cc->cfg->keepalive_timeout_ms);
+}
+
+/* A frame arrived: any byte disarms the timeout. */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd,
+                          void *ud) {
+  (void)session;
+  (void)hd;
+  sluice__cconn *cc = ud;
+  if (!cc->ka_time_ms)
+    return 0;
+  cc->last_read_ms = loop_now_ms(cc);
+  if (cc->ka_pinging) {
+    cc->ka_pinging = 0;
+    ka_arm(cc, cc->ka_time_ms);
+  }
+  return 0;
 }
 
 static sluice__cstream *stream_of(nghttp2_session *s, int32_t stream_id) {
@@ -108,6 +180,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
     break;
   }
   case NGHTTP2_GOAWAY:
+    if (frame->goaway.error_code == NGHTTP2_ENHANCE_YOUR_CALM &&
+        frame->goaway.opaque_data_len == 14 &&
+        memcmp(frame->goaway.opaque_data, "too_many_pings", 14) == 0 &&
+        cc->hooks->on_too_many_pings)
+      cc->hooks->on_too_many_pings(cc, cc->ud);
     /* No new streams here; calls above last-stream-id are refused and
      * replayed on a new connection by their owner. */
     cc->draining = 1;
@@ -204,6 +281,10 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__cstream *s,
   s->cc = cc;
   sluice__list_push(&cc->streams, &s->link);
   cc->active_streams++;
+  /* A8: a stream on a connection silent for keepalive_time pings first. */
+  if (cc->ka_time_ms && !cc->ka_pinging &&
+      loop_now_ms(cc) - cc->last_read_ms >= cc->ka_time_ms)
+    ka_ping(cc);
   sluice__conn_want_write(&cc->conn);
   return 0;
 }
@@ -251,6 +332,7 @@ static void init_callbacks(void) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
   g_callbacks = cbs;
 }
 
@@ -278,11 +360,17 @@ int sluice__cconn_new(sluice__cconn **out, sluice__loop *loop,
   sluice__list_init(&cc->streams);
   snprintf(cc->addr_name, sizeof cc->addr_name, "%s", addr->name);
   snprintf(a->tls_name, sizeof a->tls_name, "%s", tls_name ? tls_name : "");
+  cc->ka_time_ms = cfg->keepalive_time_ms;
   int is_pipe = addr->ss.ss_family == AF_UNIX;
   int rv = sluice__conn_init(&cc->conn, loop, is_pipe, &hooks);
   if (rv != 0) {
     free(a);
     return rv;
+  }
+  if (cc->ka_time_ms) {
+    uv_timer_init(sluice__loop_uv(loop), &cc->ka_timer);
+    cc->ka_timer.data = cc;
+    cc->ka_timer_open = 1;
   }
   *out = cc;
   /* A connect that cannot even start closes the socket: on_closed then
@@ -291,6 +379,18 @@ int sluice__cconn_new(sluice__cconn **out, sluice__loop *loop,
                            addr->name, cfg->connect_timeout_ms) != 0)
     sluice__conn_close(&cc->conn, "cannot start connecting");
   return 0;
+}
+
+/* The connection is ready: keepalive counts from now. */
+static void ka_start(sluice__cconn *cc) {
+  if (!cc->ka_timer_open)
+    return;
+  cc->last_read_ms = loop_now_ms(cc);
+  ka_arm(cc, cc->ka_time_ms);
+}
+
+static void on_ka_timer_closed(uv_handle_t *h) {
+  free(SLUICE__CONTAINER_OF(h->data, cconn_alloc, cc));
 }
 
 static void on_connected(sluice__conn *conn, int status) {
@@ -321,12 +421,14 @@ static void on_connected(sluice__conn *conn, int status) {
   cc->ready = 1;
   if (sluice__conn_start(conn) != 0)
     return;
+  ka_start(cc);
   cc->hooks->on_ready(cc, cc->ud);
 }
 
 static void on_established(sluice__conn *conn) {
   sluice__cconn *cc = SLUICE__CONTAINER_OF(conn, sluice__cconn, conn);
   cc->ready = 1;
+  ka_start(cc);
   cc->hooks->on_ready(cc, cc->ud);
 }
 
@@ -345,5 +447,8 @@ static void on_closed(sluice__conn *conn, const char *reason) {
     nghttp2_session_del(conn->session);
   conn->session = NULL;
   cc->hooks->on_closed(cc, cc->ud, reason ? reason : "closed", cc->ready);
-  free(SLUICE__CONTAINER_OF(cc, cconn_alloc, cc));
+  if (cc->ka_timer_open) /* freed when the timer's handle has closed */
+    uv_close((uv_handle_t *)&cc->ka_timer, on_ka_timer_closed);
+  else
+    free(SLUICE__CONTAINER_OF(cc, cconn_alloc, cc));
 }

@@ -32,6 +32,13 @@ typedef struct sluice__cconn_cfg {
   const char *authority;  /* :authority */
   const char *user_agent;
   uint32_t connect_timeout_ms;
+  /* Keepalive (gRFC A8): a PING after keepalive_time_ms without a byte
+   * read (0: off), the connection closed when no byte follows within
+   * keepalive_timeout_ms; without calls only when permit_without_calls.
+   * The channel may change keepalive_time_ms (too_many_pings): a
+   * connection reads it once, when it is created. */
+  uint32_t keepalive_time_ms, keepalive_timeout_ms;
+  int keepalive_permit_without_calls;
 } sluice__cconn_cfg;
 
 /* How a connection tells its owner what happened. */
@@ -49,6 +56,9 @@ typedef struct sluice__cconn_hooks {
   void (*on_capacity)(sluice__cconn *cc, void *ud);
   /* A response's trailers arrived (md: borrowed; may hold a load report). */
   void (*on_trailers)(sluice__cconn *cc, void *ud, const sluice_metadata *md);
+  /* The peer sent GOAWAY ENHANCE_YOUR_CALM "too_many_pings" (on_goaway
+   * follows). */
+  void (*on_too_many_pings)(sluice__cconn *cc, void *ud);
 } sluice__cconn_hooks;
 
 typedef struct sluice__cstream_ops {
@@ -98,6 +108,14 @@ struct sluice__cconn {
   int ready;    /* TCP connected and session created */
   int draining; /* GOAWAY received or sent: no new streams */
   int got_settings;
+  /* keepalive (cfg): this connection's time, its timer, the last read */
+  uint32_t ka_time_ms;
+  uv_timer_t ka_timer;
+  int ka_timer_open;
+  int ka_pinging;        /* a PING is out, no byte read since */
+  int ka_timed_out;      /* closed by the keepalive timeout */
+  uint64_t last_read_ms; /* uv_now of the last frame read */
+  uint64_t ka_pings;     /* keepalive PINGs sent */
   char addr_name[112];
 };
 

@@ -332,26 +332,39 @@ int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n) {
 }
 
 static void fail_queue(sluice__picker *p, sluice__list *q,
-                       sluice_status_code code, const char *msg, int drop) {
+                       sluice_status_code code, const char *msg, int drop,
+                       int keep_wfr) {
+  /* Wait-for-ready attempts stay, in their order, at the queue's head. */
+  sluice__list kept;
+  sluice__list_init(&kept);
   sluice__list *head;
   while ((head = sluice__list_head(q)) != NULL) {
     sluice__pick *pk = SLUICE__CONTAINER_OF(head, sluice__pick, link);
+    if (keep_wfr && pk->wait_for_ready) {
+      sluice__list_remove(head);
+      sluice__list_push(&kept, head);
+      continue;
+    }
     sluice__picker_remove(p, pk);
     if (drop >= 0 && drop < SLUICE__N_DROPS)
       p->dropped[drop]++;
     pk->ops->fail(pk, code, msg);
   }
+  while ((head = sluice__list_head(&kept)) != NULL) {
+    sluice__list_remove(head);
+    sluice__list_push(q, head);
+  }
 }
 
 void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
                                  const char *msg, int drop) {
-  fail_queue(p, &p->pending, code, msg, drop);
+  fail_queue(p, &p->pending, code, msg, drop, 1);
 }
 
 void sluice__picker_fail_all(sluice__picker *p, sluice_status_code code,
                              const char *msg) {
-  fail_queue(p, &p->pending, code, msg, -1);
-  fail_queue(p, &p->waiting, code, msg, -1);
+  fail_queue(p, &p->pending, code, msg, -1, 0);
+  fail_queue(p, &p->waiting, code, msg, -1, 0);
   wait_timer_update(p);
 }
 

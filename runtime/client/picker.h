@@ -57,6 +57,9 @@ struct sluice__pick {
   /* A hedge: sent only where the strategy admits it now; refused, it fails
    * at once (RESOURCE_EXHAUSTED, not counted as a drop), never waits. */
   int hedge;
+  /* Wait-for-ready: not failed fast while no destination is connecting or
+   * ready; it waits for one (its call's deadline ends it). */
+  int wait_for_ready;
 };
 
 typedef struct sluice__picker {
@@ -124,7 +127,8 @@ int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n);
 /* Non-zero when new attempts still wait for a stream or a connection. */
 int sluice__picker_has_pending(const sluice__picker *p);
 /* Fails every pending attempt with code/msg, each counted as a drop of
- * reason drop (SLUICE__LB_NONE, SLUICE__DROP_NOT_SERVING) when drop >= 0. */
+ * reason drop (SLUICE__LB_NONE, SLUICE__DROP_NOT_SERVING) when drop >= 0,
+ * except wait-for-ready ones. */
 void sluice__picker_fail_pending(sluice__picker *p, sluice_status_code code,
                                  const char *msg, int drop);
 /* Fails every queued attempt (pending and waiting) with code/msg. */

@@ -414,6 +414,24 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
 #undef COUNTER
   free(hs.health);
   sluice_channel_stats_clear(&s);
+  uint32_t ka_ms = 0;
+  uint64_t calm = 0;
+  sluice_channel_get_keepalive(ch, &ka_ms, &calm);
+  add(&t,
+      "# HELP sluice_client_keepalive_time_ms Keepalive time of new "
+      "connections (0: off; doubled at each too_many_pings).\n"
+      "# TYPE sluice_client_keepalive_time_ms gauge\n"
+      "sluice_client_keepalive_time_ms %" PRIu32 "\n"
+      "# HELP sluice_client_too_many_pings_total GOAWAYs too_many_pings "
+      "received.\n"
+      "# TYPE sluice_client_too_many_pings_total counter\n"
+      "sluice_client_too_many_pings_total %" PRIu64 "\n"
+      "# HELP sluice_client_connectivity_state The channel's state "
+      "(sluice_channel_get_state).\n"
+      "# TYPE sluice_client_connectivity_state gauge\n"
+      "sluice_client_connectivity_state{state=\"%s\"} 1\n",
+      ka_ms, calm,
+      sluice_connectivity_state_name(sluice_channel_get_state(ch, 0)));
   add_resilience(&t, ch);
   if (t.failed) {
     free(t.p);

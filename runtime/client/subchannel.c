@@ -126,9 +126,15 @@ static void conn_closed(sluice__cconn *c, void *ud, const char *reason,
     return;
   }
   if (current) {
-    if (!was_ready) {
-      snprintf(sc->last_error, sizeof sc->last_error,
-               "failed to connect to %s: %s", sc->addr.name, reason);
+    if (!was_ready || c->ka_timed_out) {
+      /* A connection that went silent (keepalive) is a failure too: back
+       * off before connecting again. */
+      if (c->ka_timed_out)
+        snprintf(sc->last_error, sizeof sc->last_error,
+                 "connection to %s lost: keepalive timeout", sc->addr.name);
+      else
+        snprintf(sc->last_error, sizeof sc->last_error,
+                 "failed to connect to %s: %s", sc->addr.name, reason);
       sc->state = SLUICE__SC_TRANSIENT_FAILURE;
       uv_timer_start(&sc->backoff_timer, on_backoff, next_backoff(sc), 0);
       /* Addresses may have changed behind a name: look again. */
@@ -176,8 +182,16 @@ static void conn_trailers(sluice__cconn *c, void *ud,
   sluice__lb_peer_report(sc->env->lb, &sc->lb, &l, sluice_now_ns());
 }
 
+static void conn_too_many_pings(sluice__cconn *c, void *ud) {
+  (void)c;
+  sluice__subchannel *sc = ud;
+  if (sc->env->too_many_pings)
+    sc->env->too_many_pings(sc->env->ud);
+}
+
 static const sluice__cconn_hooks conn_hooks = {
-    conn_ready, conn_closed, conn_goaway, conn_capacity, conn_trailers};
+    conn_ready,    conn_closed,   conn_goaway,
+    conn_capacity, conn_trailers, conn_too_many_pings};
 
 /* The name the server's certificate must carry (and the SNI): the override,
  * else the target's host name, else the destination's IP address. */

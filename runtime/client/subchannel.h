@@ -54,6 +54,8 @@ typedef struct sluice__subchannel_env {
   void (*resolve)(void *ud);
   /* A removed subchannel has been freed. */
   void (*gone)(void *ud);
+  /* A server said too_many_pings: slow keepalive down (may be NULL). */
+  void (*too_many_pings)(void *ud);
   void *ud;
 } sluice__subchannel_env;
 

@@ -174,19 +174,21 @@ def add_port(server, address, creds):
         return 0
 
 
-def serve(handlers, host, port, threads, creds, grace_s):
+def serve(handlers, host, port, threads, creds, grace_s, options=()):
     """The peers' server main loop: a grpcio server with handlers (generic
     handlers) and threads handler threads on host:port (an IPv6 literal gets
     its brackets), TLS with creds (from server_credentials()) or plaintext
     when None. Prints "listening on <port>" once it accepts, serves until
-    SIGTERM or SIGINT, then stops with grace_s s of grace. Returns 0, or 1
+    SIGTERM or SIGINT, then stops with grace_s s of grace. options: grpc
+    channel arguments for the server, (key, value) pairs. Returns 0, or 1
     (after saying why on stderr) when it cannot listen."""
     import concurrent.futures
     import threading
     import grpc
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=threads),
-        handlers=tuple(handlers), maximum_concurrent_rpcs=None)
+        handlers=tuple(handlers), maximum_concurrent_rpcs=None,
+        options=list(options))
     if ":" in host and not host.startswith("["):
         host = "[%s]" % host
     bound = add_port(server, "%s:%d" % (host, port), creds)

@@ -5,6 +5,7 @@
                          [--proto FILE] [--protoc PATH]
                          [--use_tls --tls_cert FILE --tls_key FILE
                           [--tls_client_ca FILE [--require_client_cert]]]
+                         [--grpc-arg KEY=INT ...]
 
 Behaves like examples/helloworld/greeter_server: prints "listening on <port>"
 once it accepts (port 0, the default, picks a free one), replies
@@ -13,6 +14,8 @@ initial and as trailing metadata, answers a name "sleep:<ms>" after <ms> ms,
 and stops gracefully (2 s grace) on SIGINT/SIGTERM. --use_tls serves TLS
 only (grpc.ssl_server_credentials from the PEM files of --tls_cert and
 --tls_key; --tls_client_ca / --require_client_cert for mutual TLS).
+--grpc-arg passes an integer channel argument to the grpcio server (e.g.
+grpc.http2.max_ping_strikes=2); repeatable.
 """
 
 import argparse
@@ -42,7 +45,15 @@ def main():
     ap.add_argument("--proto", help="helloworld.proto ($HELLOWORLD_PROTO)")
     ap.add_argument("--protoc", help="protoc ($PROTOC)")
     interop_common.add_server_tls_flags(ap)
+    ap.add_argument("--grpc-arg", action="append", default=[],
+                    help="KEY=INT, a grpcio server option (repeatable)")
     args = ap.parse_args()
+    options = []
+    for kv in args.grpc_arg:
+        key, sep, val = kv.partition("=")
+        if not sep or not val.lstrip("-").isdigit():
+            ap.error("--grpc-arg wants KEY=INT, got %r" % kv)
+        options.append((key, int(val)))
     if not 0 <= args.port <= 65535 or args.threads < 0:
         ap.error("bad --port or --threads")
     creds = interop_common.server_credentials(ap, args)  # None: plaintext
@@ -67,7 +78,8 @@ def main():
             response_serializer=pb.HelloReply.SerializeToString),
     })
     return interop_common.serve((handler,), args.host, args.port,
-                                args.threads or 64, creds, GRACE_S)
+                                args.threads or 64, creds, GRACE_S,
+                                options)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,10 @@ typedef struct config {
   uint32_t breakers[3];
   int have_breakers;
   int cdf; /* --json: the latency CDFs too */
+  /* connections (gRFC A8 keepalive; wait-for-ready) */
+  uint64_t ka_time_ms, ka_timeout_ms;
+  int ka_without_calls;
+  int wait_for_ready;
 } config;
 
 static void usage(FILE *f, const char *prog) {
@@ -142,6 +146,17 @@ static void usage(FILE *f, const char *prog) {
       "the\n"
       "                         library's, btc)\n"
       "  --seed N               RNG seed of Poisson arrivals (default 1)\n"
+      "\n"
+      "Connections:\n"
+      "  --keepalive-time-ms MS   client keepalive: PING after MS without a "
+      "byte\n"
+      "                         read (at least 1000; default off)\n"
+      "  --keepalive-timeout-ms MS  close when nothing arrives MS after it\n"
+      "                         (default 20000)\n"
+      "  --keepalive-without-calls  ping while no call is open too\n"
+      "  --wait-for-ready       calls wait for a ready destination (until "
+      "their\n"
+      "                         deadline) instead of failing fast\n"
       "\n"
       "Resilience (every channel; see sluice/resilience.h):\n"
       "  --service-config FILE|JSON  gRPC service config (retryPolicy,\n"
@@ -278,6 +293,14 @@ static int parse_args(int argc, char **argv, config *c) {
       c->cdf = 1;
       continue;
     }
+    if (strcmp(a, "--keepalive-without-calls") == 0) {
+      c->ka_without_calls = 1;
+      continue;
+    }
+    if (strcmp(a, "--wait-for-ready") == 0) {
+      c->wait_for_ready = 1;
+      continue;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "%s: %s needs a value (or is unknown)\n", prog, a);
       return -1;
@@ -321,6 +344,11 @@ static int parse_args(int argc, char **argv, config *c) {
       bad = parse_u64(v, UINT32_MAX, &c->deadline_ms);
     else if (strcmp(a, "--lb") == 0)
       c->lb = v;
+    else if (strcmp(a, "--keepalive-time-ms") == 0)
+      bad = parse_u64(v, UINT32_MAX, &c->ka_time_ms) ||
+            (c->ka_time_ms && c->ka_time_ms < SLUICE_KEEPALIVE_MIN_TIME_MS);
+    else if (strcmp(a, "--keepalive-timeout-ms") == 0)
+      bad = parse_u64(v, UINT32_MAX, &c->ka_timeout_ms) || !c->ka_timeout_ms;
     else if (strcmp(a, "--seed") == 0)
       bad = parse_u64(v, UINT64_MAX, &c->seed);
     else if (strcmp(a, "--slo-p99") == 0)
@@ -1004,6 +1032,11 @@ static void *worker_main(void *arg) {
     rc = sluice_channel_opts_set_loop(co, &w->loop);
   if (rc == 0 && b->cfg->lb)
     rc = sluice_channel_opts_set_lb(co, b->cfg->lb);
+  if (rc == 0 && b->cfg->ka_time_ms)
+    rc = sluice_channel_opts_set_keepalive(
+        co, (uint32_t)b->cfg->ka_time_ms,
+        b->cfg->ka_timeout_ms ? (uint32_t)b->cfg->ka_timeout_ms : 20000,
+        b->cfg->ka_without_calls);
   if (rc == 0)
     rc = sx_apply(co, "sluice-bench", b->cfg->service_config,
                   b->cfg->have_breakers ? b->cfg->breakers : NULL);
@@ -1373,6 +1406,7 @@ int main(int argc, char **argv) {
   sluice_call_opts_init(&b.copts);
   if (!cfg.bidi)
     b.copts.timeout_ms = cfg.deadline_ms;
+  b.copts.wait_for_ready = cfg.wait_for_ready;
 
   if (cfg.lb) {
     sluice_channel_opts *co;
