@@ -123,6 +123,66 @@ static void warn_hedging(const Google__Protobuf__FileDescriptorProto *f,
   }
 }
 
+/* f and every file it imports, directly or not (those the request holds),
+ * each once, f first: what server reflection sends for f. Returns the
+ * count, or 0 without memory. */
+static size_t
+file_closure(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
+             const Google__Protobuf__FileDescriptorProto *f,
+             const Google__Protobuf__FileDescriptorProto ***out) {
+  const Google__Protobuf__FileDescriptorProto **v =
+      malloc((req->n_proto_file + 1) * sizeof *v);
+  if (v == NULL)
+    return 0;
+  size_t n = 0;
+  v[n++] = f;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < v[i]->n_dependency; j++) {
+      const Google__Protobuf__FileDescriptorProto *d =
+          find_file(req, v[i]->dependency[j]);
+      int seen = d == NULL;
+      for (size_t k = 0; k < n && !seen; k++)
+        seen = v[k] == d;
+      if (!seen && n < req->n_proto_file + 1)
+        v[n++] = d;
+    }
+  *out = v;
+  return n;
+}
+
+/* static const unsigned char sluice_fd_<i>_[]: the FileDescriptorProto of
+ * files[i] as protoc gave it, without source_code_info (comments and
+ * spans, which reflection clients do not need). */
+static int emit_descriptors(printer *c,
+                            const Google__Protobuf__FileDescriptorProto **files,
+                            size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    Google__Protobuf__FileDescriptorProto copy = *files[i];
+    copy.source_code_info = NULL;
+    size_t len = protobuf_c_message_get_packed_size(&copy.base);
+    uint8_t *bytes = malloc(len ? len : 1);
+    if (bytes == NULL)
+      return -1;
+    protobuf_c_message_pack(&copy.base, bytes);
+    char line[160];
+    const printer_var vars[] = {{"file", files[i]->name}, {NULL, NULL}};
+    printer_print(c, vars, "/* $file$ */\n");
+    snprintf(line, sizeof line,
+             "static const unsigned char sluice_fd_%zu_[] = {", i);
+    printer_print(c, vars, line);
+    for (size_t j = 0; j < len; j++) {
+      snprintf(line, sizeof line, "%s0x%02x,", j % 12 == 0 ? "\n    " : " ",
+               bytes[j]);
+      printer_print(c, vars, line);
+    }
+    if (len == 0) /* C has no empty arrays; an empty message is 0 bytes */
+      printer_print(c, vars, "\n    0");
+    printer_print(c, vars, "\n};\n\n");
+    free(bytes);
+  }
+  return 0;
+}
+
 int gen_file(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
              const Google__Protobuf__FileDescriptorProto *f, gen_output out[2],
              char **err) {
@@ -168,8 +228,15 @@ int gen_file(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
                 "#ifdef __cplusplus\n"
                 "extern \"C\" {\n"
                 "#endif\n\n");
+  const Google__Protobuf__FileDescriptorProto **closure = NULL;
+  size_t n_closure = 0;
+  if (n_sms > 0) {
+    n_closure = file_closure(req, f, &closure);
+    if (n_closure == 0)
+      goto nomem;
+  }
   for (size_t i = 0; i < n_sms; i++)
-    gen_service_header(&h, &sms[i]);
+    gen_service_header(&h, &sms[i], n_closure);
   printer_print(&h, vars,
                 "#ifdef __cplusplus\n"
                 "}\n"
@@ -182,8 +249,13 @@ int gen_file(const Google__Protobuf__Compiler__CodeGeneratorRequest *req,
                 "#include <stddef.h>\n"
                 "#include <stdint.h>\n\n"
                 "#include \"$base$.sluice.h\"\n\n");
+  if (n_sms > 0 && emit_descriptors(&c, closure, n_closure) != 0) {
+    free(closure);
+    goto nomem;
+  }
   for (size_t i = 0; i < n_sms; i++)
-    gen_service_source(&c, &sms[i]);
+    gen_service_source(&c, &sms[i], n_closure);
+  free(closure);
   const char *why = printer_error(&h) ? printer_error(&h) : printer_error(&c);
   if (why) {
     *err = str_printf("%s: %s", f->name, why);

@@ -332,9 +332,10 @@ static void header_server_helper(printer *p, const method_model *mm) {
                ITEMS("sluice_server_call *call", "const $Out$ *msg"), ");\n\n");
 }
 
-void gen_service_header(printer *p, const service_model *sm) {
+void gen_service_header(printer *p, const service_model *sm, size_t n_files) {
   const printer_var *v = sm->vars.v;
   printer_print(p, v, "/* ---- service $full$ */\n\n");
+  char buf[256];
   if (sm->n_methods > 0) {
     printer_comment(p, v, 0,
                     "The methods of $full$ in .proto order, with their "
@@ -346,6 +347,15 @@ void gen_service_header(printer *p, const service_model *sm) {
   printer_comment(p, v, 0,
                   "The service table of $full$, as the runtime reads it.");
   printer_print(p, v, "extern const sluice_service_desc $svc_service$;\n\n");
+  printer_comment(p, v, 0,
+                  "The serialized FileDescriptorProtos of $full$'s file and "
+                  "of everything it imports, for server reflection; "
+                  "$svc_register$() gives them to "
+                  "sluice_server_add_descriptors().");
+  snprintf(buf, sizeof buf,
+           "extern const sluice_file_descriptor $svc_files$[%zu];\n\n",
+           n_files);
+  printer_print(p, v, buf);
 
   for (size_t i = 0; i < sm->n_methods; i++) {
     const method_model *mm = &sm->methods[i];
@@ -746,9 +756,19 @@ static void source_method_config(printer *p, const method_model *mm) {
   printer_print(p, vars, "};\n\n");
 }
 
-void gen_service_source(printer *p, const service_model *sm) {
+void gen_service_source(printer *p, const service_model *sm, size_t n_files) {
   const printer_var *v = sm->vars.v;
   printer_print(p, v, "/* ---- service $full$ */\n\n");
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "const sluice_file_descriptor $svc_files$[%zu] = {\n", n_files);
+  printer_print(p, v, buf);
+  for (size_t i = 0; i < n_files; i++) {
+    snprintf(buf, sizeof buf, "    {sluice_fd_%zu_, sizeof sluice_fd_%zu_},\n",
+             i, i);
+    printer_print(p, v, buf);
+  }
+  printer_print(p, v, "};\n\n");
   for (size_t i = 0; i < sm->n_methods; i++)
     if (sm->methods[i].defaults.has_config)
       source_method_config(p, &sm->methods[i]);
@@ -798,6 +818,12 @@ void gen_service_source(printer *p, const service_model *sm) {
   printer_print(p, v,
                 "  if (handlers == NULL)\n"
                 "    return SLUICE_ERR_INVALID_ARG;\n");
+  snprintf(buf, sizeof buf,
+           "  int rv = sluice_server_add_descriptors(srv, $svc_files$, %zu);\n"
+           "  if (rv != 0)\n"
+           "    return rv;\n",
+           n_files);
+  printer_print(p, v, buf);
   printer_list(p, v, "  return sluice_server_add_service(",
                ITEMS("srv", "&$svc_service$",
                      sm->n_methods > 0 ? "$svc_dispatch$" : "NULL", "handlers",

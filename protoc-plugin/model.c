@@ -100,6 +100,7 @@ static void service_vars(service_model *sm) {
   vars_fmt(t, "svc_methods", 1, "%s__sluice_methods", s);
   vars_fmt(t, "svc_service", 1, "%s__sluice_service", s);
   vars_fmt(t, "svc_register", 1, "%s__sluice_register", s);
+  vars_fmt(t, "svc_files", 1, "%s__sluice_files", s);
   vars_fmt(t, "svc_dispatch", 1, "%s__sluice_dispatch", s);
   vars_fmt(t, "SvcHandlers", 1, "%s_SluiceHandlers", sm->c_name);
   if (!sm->any_streaming)

@@ -4,10 +4,11 @@
  *                  [--use_tls --tls_cert FILE --tls_key FILE
  *                   [--tls_client_ca FILE [--require_client_cert]]]
  *                  [connection limits: --max-connection-age-ms MS ...]
- *                  [--no-health]
+ *                  [--no-health] [--no-reflection]
  *
  * Serves grpc.health.v1.Health too (the library's, all SERVING; NOT_SERVING
- * at shutdown) unless --no-health.
+ * at shutdown) unless --no-health, and server reflection (grpc.reflection.v1
+ * and v1alpha; docs/reflection.md) unless --no-reflection.
  *
  * Replies "Hello <name>". Request metadata whose key starts with "x-echo-" is
  * sent back twice, as initial and as trailing metadata, so that tests can
@@ -236,6 +237,8 @@ static void usage(FILE *f, const char *prog) {
           "--tls_client_ca)\n"
           "  --no-health           do not serve grpc.health.v1.Health (on by "
           "default)\n"
+          "  --no-reflection       do not serve server reflection (on by "
+          "default)\n"
           "%s",
           prog, DEFAULT_PORT, sluice_example_conn_flags_usage);
 }
@@ -264,7 +267,7 @@ int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
-  int use_tls = 0, require_client_cert = 0, health = 1;
+  int use_tls = 0, require_client_cert = 0, health = 1, reflection = 1;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
 
@@ -296,6 +299,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--no-health") == 0) {
       health = 0;
+      continue;
+    }
+    if (strcmp(flag, "--no-reflection") == 0) {
+      reflection = 0;
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
@@ -365,7 +372,8 @@ int main(int argc, char **argv) {
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_opts_set_health(opts, health)) != 0) {
+      (rc = sluice_server_opts_set_health(opts, health)) != 0 ||
+      (rc = sluice_server_opts_set_reflection(opts, reflection)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

@@ -696,6 +696,8 @@ static void usage(FILE *f, const char *prog) {
           "core)\n"
           "  --no-health           do not serve grpc.health.v1.Health (on by "
           "default)\n"
+          "  --no-reflection       do not serve server reflection (on by "
+          "default)\n"
           "  --use_tls[=B]         accept TLS only (B: true or false)\n"
           "  --tls_cert FILE       the server's certificate chain (PEM)\n"
           "  --tls_key FILE        its private key (PEM)\n"
@@ -725,7 +727,7 @@ int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL, *tls_client_ca = NULL;
   unsigned long port = DEFAULT_PORT, threads = 0;
-  int use_tls = 0, require_client_cert = 0, health = 1;
+  int use_tls = 0, require_client_cert = 0, health = 1, reflection = 1;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
 
@@ -748,6 +750,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--no-health") == 0) {
       health = 0;
+      continue;
+    }
+    if (strcmp(flag, "--no-reflection") == 0) {
+      reflection = 0;
       continue;
     }
     /* Booleans: --flag alone is true; --flag=B, or --flag B when the next
@@ -843,7 +849,8 @@ int main(int argc, char **argv) {
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_opts_set_health(opts, health)) != 0) {
+      (rc = sluice_server_opts_set_health(opts, health)) != 0 ||
+      (rc = sluice_server_opts_set_reflection(opts, reflection)) != 0) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

@@ -336,6 +336,26 @@ SLUICE_API int sluice_server_opts_set_health(sluice_server_opts *o, int on);
 SLUICE_API int sluice_server_opts_set_health_bypass(sluice_server_opts *o,
                                                     int on);
 
+/** Serves server reflection (docs/reflection.md): the bidi method
+ * ServerReflectionInfo of `grpc.reflection.v1.ServerReflection` and of
+ * `grpc.reflection.v1alpha.ServerReflection`, with which tools such as
+ * grpcurl list the services and fetch their descriptors. It answers
+ * list_services (every registered service, the library's own included),
+ * file_by_filename, file_containing_symbol (services, methods, messages,
+ * enums and their values, extensions; fully qualified),
+ * file_containing_extension and all_extension_numbers_of_type from the
+ * descriptors given with sluice_server_add_descriptors() (generated
+ * `*_sluice_register()` functions give theirs), with every file's
+ * transitive imports in the answer. An unknown name is answered with an
+ * error_response NOT_FOUND on the stream, which goes on. Off by default.
+ * A service the application registered under one of those names takes
+ * precedence.
+ * @param o the options
+ * @param on non-zero: serve it; 0: do not
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL */
+SLUICE_API int sluice_server_opts_set_reflection(sluice_server_opts *o, int on);
+
 /** @} */
 
 /* ---- server */
@@ -447,6 +467,33 @@ SLUICE_API int sluice_server_add_service(sluice_server *srv,
                                          const sluice_method_dispatch *dispatch,
                                          const void *handlers,
                                          size_t handlers_size, void *user_data);
+
+/** One serialized google.protobuf.FileDescriptorProto (as protoc gives
+ * it to plugins), for server reflection. protoc-gen-sluice emits a static
+ * table of them per service: its file and everything it imports. */
+typedef struct sluice_file_descriptor {
+  const unsigned char *data; /**< the serialized FileDescriptorProto */
+  size_t size;               /**< its length in bytes */
+} sluice_file_descriptor;
+
+/** Gives server reflection (sluice_server_opts_set_reflection()) the
+ * descriptors it describes the services with, before
+ * sluice_server_start(). Generated `*_sluice_register()` functions call it
+ * with their file and its imports; a file already given (by name) is
+ * skipped. Without reflection this does nothing. Not thread-safe: one
+ * thread, before the server starts.
+ * @param srv the server
+ * @param files n descriptors; the table and the bytes are borrowed for the
+ *   server's life (static tables from generated code)
+ * @param n how many
+ * @retval 0 added (or reflection is off)
+ * @retval SLUICE_ERR_INVALID_ARG srv is NULL, files is NULL with an n, or
+ *   one of them does not parse as a FileDescriptorProto (none is added)
+ * @retval SLUICE_ERR_STATE the server was started
+ * @retval SLUICE_ERR_NOMEM out of memory */
+SLUICE_API int
+sluice_server_add_descriptors(sluice_server *srv,
+                              const sluice_file_descriptor *files, size_t n);
 
 /** Listens on address: "host:port" (host may be an IPv4 literal, "[v6]"
  * or a name; port 0 picks a free port) or "unix:/path" (a stale socket

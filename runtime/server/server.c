@@ -8,6 +8,7 @@
  *   admit.c        admission: limits, queues, CoDel (never sees a call)
  *   load_report.c  the ORCA load report and its window
  *   health.c       the library's grpc.health.v1.Health (opt-in)
+ *   reflection.c   the library's server reflection, v1 and v1alpha (opt-in)
  *   route.c        the method registry;  server_opts.c  the options
  *
  * Connections are accepted on loop 0 and handed to loops round robin. */
@@ -20,6 +21,7 @@
 #include "server/health.h"
 #include "server/listener.h"
 #include "server/load_report.h"
+#include "server/reflection.h"
 #include "server/route.h"
 #include "server/server_call.h"
 #include "server/server_conn.h"
@@ -41,7 +43,8 @@ struct sluice_server {
   sluice__scall_shared calls;
   sluice__sconn_shared conns;
   sluice__listeners listeners;
-  sluice__health *health; /* NULL: no health service */
+  sluice__health *health;         /* NULL: no health service */
+  sluice__reflection *reflection; /* NULL: no reflection service */
   sluice__sloop *loops;
   sluice__sconn_loop **targets; /* &loops[i].conns, for the listeners */
   unsigned n_loops;
@@ -70,7 +73,9 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
     return SLUICE_ERR_NOMEM;
   }
   sluice_server_opts_del(defaults);
-  if (s->opts.health && sluice__health_new(&s->health) != 0) {
+  if ((s->opts.health && sluice__health_new(&s->health) != 0) ||
+      (s->opts.reflection && sluice__reflection_new(&s->reflection) != 0)) {
+    sluice__health_del(s->health);
     sluice__server_opts_clear(&s->opts);
     free(s);
     return SLUICE_ERR_NOMEM;
@@ -100,6 +105,18 @@ int sluice_server_add_service(sluice_server *srv,
   if (rv == 0 && srv->health && desc->full_name)
     rv = sluice__health_add_default(srv->health, desc->full_name);
   return rv;
+}
+
+int sluice_server_add_descriptors(sluice_server *srv,
+                                  const sluice_file_descriptor *files,
+                                  size_t n) {
+  if (!srv || (!files && n))
+    return SLUICE_ERR_INVALID_ARG;
+  if (srv->started)
+    return SLUICE_ERR_STATE;
+  if (!srv->reflection || n == 0)
+    return 0;
+  return sluice__reflection_add(srv->reflection, files, n);
 }
 
 int sluice_server_set_serving_status(sluice_server *srv, const char *service,
@@ -141,6 +158,12 @@ int sluice_server_start(sluice_server *srv) {
     return SLUICE_ERR_STATE;
   if (srv->health) {
     int rv = sluice__health_register(srv->health, &srv->routes, &srv->opts);
+    if (rv != 0)
+      return rv;
+  }
+  if (srv->reflection) {
+    int rv =
+        sluice__reflection_register(srv->reflection, &srv->routes, &srv->opts);
     if (rv != 0)
       return rv;
   }
@@ -247,6 +270,7 @@ void sluice_server_del(sluice_server *srv) {
   sluice__admit_destroy(&srv->admit);
   sluice__load_destroy(&srv->load);
   sluice__health_del(srv->health);
+  sluice__reflection_del(srv->reflection);
   sluice__server_opts_clear(&srv->opts);
   free(srv);
 }

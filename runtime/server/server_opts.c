@@ -173,6 +173,13 @@ int sluice_server_opts_set_health(sluice_server_opts *o, int on) {
   return 0;
 }
 
+int sluice_server_opts_set_reflection(sluice_server_opts *o, int on) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->reflection = on != 0;
+  return 0;
+}
+
 int sluice_server_opts_set_health_bypass(sluice_server_opts *o, int on) {
   if (!o)
     return SLUICE_ERR_INVALID_ARG;

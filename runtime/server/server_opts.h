@@ -43,6 +43,7 @@ struct sluice_server_opts {
   uint32_t max_ping_strikes; /* enforcement: 0: unlimited */
   int health;        /* grpc.health.v1.Health served (health.c); default 0 */
   int health_bypass; /* health calls skip admission; default 1 */
+  int reflection;    /* server reflection served (reflection.c); default 0 */
   char last_error[256];
 };
 
