@@ -9,6 +9,10 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "google/protobuf/descriptor.pb-c.h"
 
 #include "deep.sluice.h"
 #include "defaults.sluice.h"
@@ -588,8 +592,139 @@ static void test_option_policies(void **state) {
   assert_ptr_not_equal(m[0].config, m[1].config);
 }
 
+/* ---- the embedded FileDescriptorProtos (server reflection) */
+
+/* Everything unpacked here comes from one arena, freed at once: the
+ * comparison clears pointers (json_name), which free_unpacked would then
+ * miss. */
+typedef struct arena_block {
+  struct arena_block *next;
+  max_align_t data[];
+} arena_block;
+
+static void *arena_alloc(void *ud, size_t size) {
+  arena_block **head = ud;
+  arena_block *b = malloc(sizeof *b + size);
+  if (!b)
+    return NULL;
+  b->next = *head;
+  *head = b;
+  return b->data;
+}
+
+static void arena_nofree(void *ud, void *p) {
+  (void)ud;
+  (void)p;
+}
+
+static arena_block *arena_head;
+static ProtobufCAllocator arena = {arena_alloc, arena_nofree, &arena_head};
+
+static void arena_clear(void) {
+  while (arena_head) {
+    arena_block *b = arena_head;
+    arena_head = b->next;
+    free(b);
+  }
+}
+
+static void clear_json_names(Google__Protobuf__DescriptorProto *m) {
+  for (size_t i = 0; i < m->n_field; i++)
+    m->field[i]->json_name = NULL;
+  for (size_t i = 0; i < m->n_extension; i++)
+    m->extension[i]->json_name = NULL;
+  for (size_t i = 0; i < m->n_nested_type; i++)
+    clear_json_names(m->nested_type[i]);
+}
+
+/* f packed, without json_name (protoc fills it in for plugins, not in
+ * --descriptor_set_out) and source_code_info. */
+static uint8_t *normal_bytes(Google__Protobuf__FileDescriptorProto *f,
+                             size_t *len) {
+  f->source_code_info = NULL;
+  for (size_t i = 0; i < f->n_message_type; i++)
+    clear_json_names(f->message_type[i]);
+  for (size_t i = 0; i < f->n_extension; i++)
+    f->extension[i]->json_name = NULL;
+  *len = protobuf_c_message_get_packed_size(&f->base);
+  uint8_t *b = malloc(*len ? *len : 1);
+  assert_non_null(b);
+  protobuf_c_message_pack(&f->base, b);
+  return b;
+}
+
+/* protoc's own FileDescriptorSet of the test protos (--include_imports,
+ * written at build time: PLUGIN_DESCRIPTOR_SET). */
+static Google__Protobuf__FileDescriptorSet *read_set(void) {
+  FILE *fp = fopen(PLUGIN_DESCRIPTOR_SET, "rb");
+  assert_non_null(fp);
+  static uint8_t buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  assert_true(n > 0 && n < sizeof buf);
+  Google__Protobuf__FileDescriptorSet *set =
+      google__protobuf__file_descriptor_set__unpack(&arena, n, buf);
+  assert_non_null(set);
+  return set;
+}
+
+/* Each embedded file parses back to the FileDescriptorProto protoc has
+ * for it; the names are want[], in that order (the file first, then its
+ * imports, each once). */
+static void check_files(const Google__Protobuf__FileDescriptorSet *set,
+                        const sluice_file_descriptor *files, size_t n,
+                        const char *const *want, size_t n_want) {
+  assert_int_equal(n, n_want);
+  for (size_t i = 0; i < n; i++) {
+    Google__Protobuf__FileDescriptorProto *got =
+        google__protobuf__file_descriptor_proto__unpack(&arena, files[i].size,
+                                                        files[i].data);
+    assert_non_null(got);
+    assert_string_equal(got->name, want[i]);
+    assert_null(got->source_code_info);
+    Google__Protobuf__FileDescriptorProto *ref = NULL;
+    for (size_t j = 0; j < set->n_file; j++)
+      if (strcmp(set->file[j]->name, got->name) == 0)
+        ref = set->file[j];
+    assert_non_null(ref);
+    size_t a_len, b_len;
+    uint8_t *a = normal_bytes(got, &a_len);
+    uint8_t *b = normal_bytes(ref, &b_len);
+    assert_int_equal(a_len, b_len);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+  }
+}
+
+static void test_embedded_descriptors(void **state) {
+  (void)state;
+  Google__Protobuf__FileDescriptorSet *set = read_set();
+  static const char *const importer[] = {"imports/a.proto", "imports/b.proto"};
+  check_files(set, imp__svc__importer__sluice_files,
+              sizeof imp__svc__importer__sluice_files /
+                  sizeof imp__svc__importer__sluice_files[0],
+              importer, 2);
+  /* sluice/options.proto and what it imports come along. */
+  static const char *const limited[] = {"defaults.proto",
+                                        "sluice/options.proto",
+                                        "google/protobuf/descriptor.proto"};
+  check_files(set, defaults__limited__sluice_files,
+              sizeof defaults__limited__sluice_files /
+                  sizeof defaults__limited__sluice_files[0],
+              limited, 3);
+  static const char *const hello[] = {"helloworld.proto"};
+  check_files(set, helloworld__greeter__sluice_files,
+              sizeof helloworld__greeter__sluice_files /
+                  sizeof helloworld__greeter__sluice_files[0],
+              hello, 1);
+  (void)set;
+  arena_clear();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_embedded_descriptors),
       cmocka_unit_test(test_helloworld),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_no_package),
