@@ -21,6 +21,8 @@ stream per server:
    all_extension_numbers_of_type of a message without extensions is an
    empty list; the health service's own descriptor drives a Check call.
 5. --no-reflection: UNIMPLEMENTED.
+Each server is then stopped with SIGTERM and must exit 0 (under ASan: no
+error or leak report).
 
 The reflection messages come from protoc --python_out of the library's
 copies of reflection.proto (proto/grpc/reflection/), the same field
@@ -283,6 +285,9 @@ def run_server_checks(c, ap_args, version, server_kind):
                 r.responses.code() == grpc.StatusCode.OK,
                 str(r.responses.code()))
         channel.close()
+        # SIGTERM: a clean exit (0; under ASan also no leak report).
+        rc = srv.stop(timeout=60.0)
+        c.check(tag + " server exits cleanly", rc == 0, "exit %r" % rc)
 
 
 def run_disabled(c, ap_args):
@@ -299,6 +304,9 @@ def run_disabled(c, ap_args):
         c.check("--no-reflection: UNIMPLEMENTED",
                 code == grpc.StatusCode.UNIMPLEMENTED, str(code))
         channel.close()
+        rc = srv.stop(timeout=60.0)
+        c.check("--no-reflection: server exits cleanly", rc == 0,
+                "exit %r" % rc)
 
 
 def main():
