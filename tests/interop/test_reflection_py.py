@@ -3,6 +3,7 @@
 python3-grpcio 1.51 + python3-protobuf client.
 
     test_reflection_py.py --greeter GREETER_SERVER --interop INTEROP_SERVER
+                          --peer REFLECTION_PEER
 
 For both grpc.reflection.v1 and v1alpha, on one ServerReflectionInfo
 stream per server:
@@ -21,6 +22,14 @@ stream per server:
    all_extension_numbers_of_type of a message without extensions is an
    empty list; the health service's own descriptor drives a Check call.
 5. --no-reflection: UNIMPLEMENTED.
+6. reflection_peer (tests/interop/reflection_peer.c, reflecttest.proto:
+   proto2 extensions of its own message, top-level and nested, and a
+   (sluice.method) option): the service's file comes with
+   sluice/options.proto and google/protobuf/descriptor.proto;
+   file_containing_extension finds both extensions' file;
+   all_extension_numbers_of_type lists 100 and 150; the extension and
+   nested enum symbols resolve; the call built from the fetched
+   descriptors works.
 Each server is then stopped with SIGTERM and must exit 0 (under ASan: no
 error or leak report).
 
@@ -309,17 +318,92 @@ def run_disabled(c, ap_args):
                 "exit %r" % rc)
 
 
+def run_extensions(c, ap_args):
+    for version in ("v1", "v1alpha"):
+        pb = load_reflection(version)
+        tag = "peer/" + version
+        with Server([ap_args.peer, "--port", "0"]) as srv:
+            channel = grpc.insecure_channel(srv.target)
+            r = Reflector(channel, pb, version)
+            _, resp = r.ask(file_containing_symbol="reflecttest.Reflected")
+            blobs = list(resp.file_descriptor_response.file_descriptor_proto)
+            names = [descriptor_pb2.FileDescriptorProto.FromString(b).name
+                     for b in blobs]
+            c.check(tag + " file with sluice/options.proto and descriptor",
+                    names == ["reflecttest.proto", "sluice/options.proto",
+                              "google/protobuf/descriptor.proto"],
+                    repr(names))
+            pool = descriptor_pool.DescriptorPool()
+            add_files(pool, blobs)
+            for num in (100, 150):
+                _, resp = r.ask(file_containing_extension=pb.ExtensionRequest(
+                    containing_type="reflecttest.Base",
+                    extension_number=num))
+                got = [descriptor_pb2.FileDescriptorProto.FromString(b).name
+                       for b in
+                       resp.file_descriptor_response.file_descriptor_proto]
+                c.check(tag + " file_containing_extension %d" % num,
+                        got[:1] == ["reflecttest.proto"], str(resp))
+            _, resp = r.ask(file_containing_extension=pb.ExtensionRequest(
+                containing_type="reflecttest.Base", extension_number=101))
+            c.check(tag + " unknown extension number NOT_FOUND",
+                    resp.error_response.error_code == NOT_FOUND, str(resp))
+            _, resp = r.ask(all_extension_numbers_of_type="reflecttest.Base")
+            en = resp.all_extension_numbers_response
+            c.check(tag + " all_extension_numbers_of_type",
+                    en.base_type_name == "reflecttest.Base" and
+                    sorted(en.extension_number) == [100, 150], str(resp))
+            # sluice/options.proto extends MethodOptions: found by the
+            # options file's own descriptor
+            _, resp = r.ask(all_extension_numbers_of_type=
+                            "google.protobuf.MethodOptions")
+            en = resp.all_extension_numbers_response
+            c.check(tag + " MethodOptions extended by sluice/options.proto",
+                    len(en.extension_number) >= 1, str(resp))
+            for sym in ("reflecttest.top_ext", "reflecttest.Holder.nested_ext",
+                        "reflecttest.Base.Inner.Kind",
+                        "reflecttest.Base.Inner.KIND_B",
+                        ".reflecttest.Reflected.Say"):
+                _, resp = r.ask(file_containing_symbol=sym)
+                got = [descriptor_pb2.FileDescriptorProto.FromString(b).name
+                       for b in
+                       resp.file_descriptor_response.file_descriptor_proto]
+                c.check(tag + " symbol " + sym,
+                        got[:1] == ["reflecttest.proto"], str(resp))
+            ext = pool.FindExtensionByName("reflecttest.Holder.nested_ext")
+            c.check(tag + " extension in the pool",
+                    ext.number == 150 and
+                    ext.containing_type.full_name == "reflecttest.Base", "")
+            svc = pool.FindServiceByName("reflecttest.Reflected")
+            m = svc.FindMethodByName("Say")
+            EchoCls = message_class(pool, m.input_type.full_name)
+            call = channel.unary_unary(
+                "/reflecttest.Reflected/Say",
+                request_serializer=EchoCls.SerializeToString,
+                response_deserializer=EchoCls.FromString)
+            reply = call(json_format.Parse('{"text": "ext"}', EchoCls()),
+                         timeout=DEADLINE)
+            c.check(tag + " call built from the descriptors",
+                    reply.text == "ext", str(reply))
+            r.close()
+            channel.close()
+            rc = srv.stop(timeout=60.0)
+            c.check(tag + " server exits cleanly", rc == 0, "exit %r" % rc)
+
+
 def main():
     interop_common.exit_on_signals()
     ap = argparse.ArgumentParser()
     ap.add_argument("--greeter", required=True)
     ap.add_argument("--interop", required=True)
+    ap.add_argument("--peer", required=True)
     args = ap.parse_args()
     c = Checks()
     for kind in ("greeter", "interop"):
         for version in ("v1", "v1alpha"):
             run_server_checks(c, args, version, kind)
     run_disabled(c, args)
+    run_extensions(c, args)
     c.exit()
 
 
