@@ -836,6 +836,8 @@ typedef struct stream {
   pending *head, **tail; /* responses waiting for on_send_ready */
   int half_closed;
   int finished;
+  int paused; /* requests paused while answers wait: a client that does
+                 not read is held back by flow control, not by our memory */
 } stream;
 
 /* Sends b's bytes as a response; 0, SLUICE_ERR_FULL or another error. */
@@ -890,8 +892,13 @@ static void flush(sluice_server_call *call, stream *s) {
   while (s->head && !s->finished) {
     pending *p = s->head;
     int rv = send_raw(call, &p->b);
-    if (rv == SLUICE_ERR_FULL)
+    if (rv == SLUICE_ERR_FULL) {
+      if (!s->paused) {
+        s->paused = 1;
+        sluice_server_call_set_recv_paused(call, 1);
+      }
       return;
+    }
     s->head = p->next;
     if (!s->head)
       s->tail = &s->head;
@@ -907,6 +914,10 @@ static void flush(sluice_server_call *call, stream *s) {
                                              : "out of memory");
       return;
     }
+  }
+  if (!s->head && s->paused && !s->finished) {
+    s->paused = 0;
+    sluice_server_call_set_recv_paused(call, 0);
   }
   if (!s->head && s->half_closed)
     finish_once(call, s, SLUICE_STATUS_OK, NULL);
