@@ -319,7 +319,7 @@ static void on_connected(sluice__conn *conn, int status);
 static void on_closed(sluice__conn *conn, const char *reason);
 static void on_established(sluice__conn *conn);
 static const sluice__conn_hooks hooks = {on_closed, on_connected,
-                                         on_established};
+                                         on_established, NULL};
 
 static nghttp2_session_callbacks *g_callbacks;
 static uv_once_t g_callbacks_once = UV_ONCE_INIT;
