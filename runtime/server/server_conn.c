@@ -174,8 +174,13 @@ static void on_timer(uv_timer_t *t) {
     return;
   }
   if (!sc->preface_done && now >= sc->preface_end) {
+    /* A GOAWAY where it can go (plaintext, or TLS up but no preface):
+     * the peer learns why. */
     count(sc, SLUICE_SERVER_HANDSHAKE_TIMEOUTS);
-    sluice__conn_close(&sc->conn, "handshake timeout");
+    nghttp2_submit_goaway(sc->conn.session, NGHTTP2_FLAG_NONE, 0,
+                          NGHTTP2_PROTOCOL_ERROR,
+                          (const uint8_t *)"handshake_timeout", 17);
+    sluice__conn_linger_close(&sc->conn, "handshake timeout");
     return;
   }
   if (sc->ka_deadline && now >= sc->ka_deadline) {
