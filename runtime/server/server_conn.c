@@ -30,6 +30,36 @@ static const uint8_t drain_ping[8] = {'s', 'l', 'c', 'd', 'r', 'a', 'i', 'n'};
  * ours answers first, ENHANCE_YOUR_CALM). */
 #define RESET_BURST 1000
 #define RESET_RATE 33
+/* Other cheap-to-send, costly-to-serve frames (CVE-2019-9518 empty frames,
+ * CVE-2019-9516/9514 streams the server must reset for their bad headers
+ * or frames): the same kind of bucket each. */
+#define JUNK_BURST 1000
+#define JUNK_RATE 100
+
+/* A token bucket: burst tokens, refilled at rate a second. */
+typedef struct bucket {
+  uint64_t tokens, at;
+} bucket;
+
+static void bucket_init(bucket *b, uint64_t burst, uint64_t now) {
+  b->tokens = burst;
+  b->at = now;
+}
+
+/* Takes a token; 0 when (almost) none was left: the limit. */
+static int bucket_take(bucket *b, uint64_t burst, uint64_t rate, uint64_t now) {
+  uint64_t secs = (now - b->at) / 1000000000ull;
+  if (secs) {
+    b->tokens += secs * rate;
+    if (b->tokens > burst)
+      b->tokens = burst;
+    b->at += secs * 1000000000ull;
+  }
+  if (b->tokens <= 1) /* nghttp2 gives up when its bucket is empty */
+    return 0;
+  b->tokens--;
+  return 1;
+}
 
 /* One HTTP/2 server connection. */
 typedef struct sluice__sconn {
@@ -56,8 +86,9 @@ typedef struct sluice__sconn {
   const char *close_text; /* CLOSING: why */
   uint64_t preface_end;   /* no client SETTINGS yet: close by then */
   int preface_done;       /* the client's preface (and TLS) completed */
-  uint64_t resets;        /* rapid reset: tokens left, and refilled at */
-  uint64_t resets_at;
+  bucket resets;          /* rapid reset */
+  bucket empty;           /* empty DATA frames */
+  bucket errs;            /* streams reset for the client's errors */
   /* Ping enforcement (A8). */
   uint64_t last_good_ping;
   int have_good_ping;
@@ -255,22 +286,21 @@ static void ping_received(sluice__sconn *sc) {
 /* A RST_STREAM from the client: past the rapid-reset budget, GOAWAY
  * ENHANCE_YOUR_CALM. */
 static void reset_received(sluice__sconn *sc) {
-  if (sc->stage == CLOSING)
+  if (sc->stage == CLOSING ||
+      bucket_take(&sc->resets, RESET_BURST, RESET_RATE, sluice_now_ns()))
     return;
-  uint64_t now = sluice_now_ns();
-  uint64_t secs = (now - sc->resets_at) / 1000000000ull;
-  if (secs) {
-    sc->resets += secs * RESET_RATE;
-    if (sc->resets > RESET_BURST)
-      sc->resets = RESET_BURST;
-    sc->resets_at += secs * 1000000000ull;
-  }
-  if (sc->resets > 1) { /* nghttp2 gives up when its bucket is empty */
-    sc->resets--;
-    return;
-  }
   count(sc, SLUICE_SERVER_GOAWAY_CALM);
   calm_goaway(sc, "rapid_reset", "rapid reset");
+}
+
+/* An empty DATA frame that does not end the stream, or a stream reset for
+ * the client's fault: past their budget, GOAWAY ENHANCE_YOUR_CALM. */
+static void junk_received(sluice__sconn *sc, bucket *b, const char *text) {
+  if (sc->stage == CLOSING ||
+      bucket_take(b, JUNK_BURST, JUNK_RATE, sluice_now_ns()))
+    return;
+  count(sc, SLUICE_SERVER_GOAWAY_CALM);
+  calm_goaway(sc, text, text);
 }
 
 /* The call of stream id (its sluice__sstream), or NULL. */
@@ -329,6 +359,9 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     reset_received(sc);
     return 0;
   }
+  if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 &&
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    junk_received(sc, &sc->empty, "empty_frames");
   if (frame->hd.type == NGHTTP2_PING) {
     if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
       ping_received(sc);
@@ -393,6 +426,21 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) {
     sc->have_good_ping = 0; /* A8: sending HEADERS or DATA resets */
     sc->strikes = 0;
+  }
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    switch (frame->rst_stream.error_code) {
+    case NGHTTP2_PROTOCOL_ERROR:
+    case NGHTTP2_FLOW_CONTROL_ERROR:
+    case NGHTTP2_STREAM_CLOSED:
+    case NGHTTP2_FRAME_SIZE_ERROR:
+    case NGHTTP2_REFUSED_STREAM:
+    case NGHTTP2_COMPRESSION_ERROR:
+      junk_received(sc, &sc->errs, "stream_errors");
+      break;
+    default:
+      break;
+    }
+    return 0;
   }
   if (frame->hd.type == NGHTTP2_GOAWAY && sc->stage == NOTICE &&
       frame->goaway.last_stream_id == INT32_MAX) {
@@ -513,8 +561,9 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   count(sc, SLUICE_SERVER_CONNECTIONS_ACCEPTED);
   uint64_t now = sluice_now_ns();
   sc->idle_since = sc->last_read = now;
-  sc->resets = RESET_BURST;
-  sc->resets_at = now;
+  bucket_init(&sc->resets, RESET_BURST, now);
+  bucket_init(&sc->empty, JUNK_BURST, now);
+  bucket_init(&sc->errs, JUNK_BURST, now);
   if (sh->opts->handshake_timeout_ms)
     sc->preface_end = now + sh->opts->handshake_timeout_ms * 1000000ull;
   else

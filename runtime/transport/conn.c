@@ -211,28 +211,39 @@ void sluice__conn_close_when_flushed(sluice__conn *c) {
   sluice__conn_want_write(c);
 }
 
+/* nghttp2's NGHTTP2_ERR_TOO_MANY_CONTINUATIONS (the CVE-2024-28182 fix of
+ * 1.61, which Debian backported to 1.52): a CONTINUATION flood. */
+#define SLUICE__NGHTTP2_TOO_MANY_CONT (-905)
+
 /* Plaintext HTTP/2 bytes to nghttp2. Returns 0, or -1 once closing. */
 static int h2_input(sluice__conn *c, const uint8_t *data, size_t n) {
   ssize_t rv = nghttp2_session_mem_recv(c->session, data, n);
   if (c->closing)
     return -1;
   if (rv < 0) {
-    /* nghttp2 already queued a GOAWAY for protocol errors; a flood (too
-     * many SETTINGS/PING ACKs or RST_STREAMs queued for an attacker that
-     * does not read) gets ours, ENHANCE_YOUR_CALM. Either way the GOAWAY
-     * is flushed and the close lingers (bounded), so that the peer reads
-     * it instead of a TCP RST caused by its unread input. */
-    if (rv == NGHTTP2_ERR_FLOODED) {
-      nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE,
-                            nghttp2_session_get_last_proc_stream_id(c->session),
+    /* nghttp2 queues a GOAWAY for most protocol errors; a flood (too many
+     * SETTINGS/PING ACKs or RST_STREAMs queued for an attacker that does
+     * not read, or a CONTINUATION flood) gets ours, ENHANCE_YOUR_CALM, and
+     * so does any other error nghttp2 queued none for. Either way the
+     * GOAWAY is flushed and the close lingers (bounded), so that the peer
+     * reads it instead of a TCP RST caused by its unread input. */
+    int32_t last = nghttp2_session_get_last_proc_stream_id(c->session);
+    if (rv == NGHTTP2_ERR_FLOODED || rv == SLUICE__NGHTTP2_TOO_MANY_CONT) {
+      nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last,
                             NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)"flood",
                             5);
       if (c->hooks->on_calm)
         c->hooks->on_calm(c);
       sluice__conn_linger_close(c, "HTTP/2 flood from peer");
-    } else {
-      sluice__conn_linger_close(c, "HTTP/2 protocol error from peer");
+      return -1;
     }
+    if (!nghttp2_session_want_write(c->session))
+      nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last,
+                            rv == NGHTTP2_ERR_CALLBACK_FAILURE
+                                ? NGHTTP2_INTERNAL_ERROR
+                                : NGHTTP2_PROTOCOL_ERROR,
+                            NULL, 0);
+    sluice__conn_linger_close(c, "HTTP/2 protocol error from peer");
     return -1;
   }
   sluice__conn_want_write(c);
