@@ -318,6 +318,21 @@ SLUICE_API int sluice_server_opts_set_keepalive_enforcement(
 SLUICE_API int sluice_server_opts_set_max_connections(sluice_server_opts *o,
                                                       uint32_t max_connections);
 
+/** The largest request header list (metadata and the HTTP/2 headers, each
+ * field counted as name + value + 32 bytes, RFC 9113) the server takes,
+ * announced as SETTINGS_MAX_HEADER_LIST_SIZE. A request over it fails
+ * RESOURCE_EXHAUSTED "request header list too large" before its handler
+ * runs; clients that honour the setting (sluice's) fail such calls
+ * themselves before sending.
+ * @param o the options
+ * @param max_bytes the limit in bytes (default 16384, as gRPC C-core's
+ *   soft limit); at least 1024
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or max_bytes below 1024 */
+SLUICE_API int
+sluice_server_opts_set_max_header_list_size(sluice_server_opts *o,
+                                            uint32_t max_bytes);
+
 /** How long a new connection has to complete the TLS handshake (when the
  * server speaks TLS) and send the client's HTTP/2 preface (its magic and
  * first SETTINGS): a slowloris that has not is closed (counted as

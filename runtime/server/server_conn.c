@@ -2,6 +2,7 @@
  * callbacks that turn streams into calls (see server_conn.h). */
 #include "server/server_conn.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +344,11 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
   if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0; /* trailers from a client carry nothing for unary calls */
+  /* Past the limit the rest is dropped; the call fails once the block
+   * ends (on_frame_recv). */
+  st->hdr_bytes += sluice__h2_field_size(nlen, vlen);
+  if (st->hdr_bytes > opts_of(ud)->max_header_list_size)
+    return 0;
   /* An entry without memory is lost; the request goes on. */
   sluice__grpc_req_header(&st->req, (const char *)name, nlen, value, vlen);
   return 0;
@@ -382,6 +388,16 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     if (rq->have_timeout)
       st->deadline_ns = sluice__grpc_req_deadline(rq, sluice_now_ns());
+    uint32_t max_hl = opts_of(sc)->max_header_list_size;
+    if (st->hdr_bytes > max_hl) {
+      char msg[160];
+      snprintf(msg, sizeof msg,
+               "request header list too large: %zu bytes, the server takes "
+               "%" PRIu32 " (SETTINGS_MAX_HEADER_LIST_SIZE)",
+               st->hdr_bytes, max_hl);
+      sluice__scall_fail(st, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
+      return 0;
+    }
     /* Headers complete: refuse early what can never succeed, so a client
      * does not stream a large body for nothing (wire/grpc_headers.h: a bad
      * content-type is answered with HTTP 415). */
@@ -595,7 +611,8 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
     sluice__conn_set_tls(&sc->conn, t);
   }
   sluice__h2session_settings(s, SLUICE__H2_SERVER,
-                             sh->opts->max_concurrent_streams);
+                             sh->opts->max_concurrent_streams,
+                             sh->opts->max_header_list_size);
   sluice__conn_start(&sc->conn);
   rearm(sc);
   return 0;

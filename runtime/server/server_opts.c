@@ -27,6 +27,7 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->max_ping_strikes = 2;
   o->health_bypass = 1;
   o->handshake_timeout_ms = 10000;
+  o->max_header_list_size = 16u * 1024;
   *out = o;
   return 0;
 }
@@ -232,6 +233,14 @@ int sluice_server_opts_set_max_connections(sluice_server_opts *o,
   if (!o)
     return SLUICE_ERR_INVALID_ARG;
   o->max_connections = max_connections;
+  return 0;
+}
+
+int sluice_server_opts_set_max_header_list_size(sluice_server_opts *o,
+                                                uint32_t max_bytes) {
+  if (!o || max_bytes < 1024)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_header_list_size = max_bytes;
   return 0;
 }
 

@@ -44,6 +44,7 @@ struct sluice_server_opts {
   /* abuse limits (listener.c, server_conn.c) */
   uint32_t max_connections;      /* 0: no limit */
   uint64_t handshake_timeout_ms; /* TLS + HTTP/2 preface; 0: none */
+  uint32_t max_header_list_size; /* received request headers, bytes */
   int health;        /* grpc.health.v1.Health served (health.c); default 0 */
   int health_bypass; /* health calls skip admission; default 1 */
   char last_error[256];

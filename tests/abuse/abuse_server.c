@@ -2,12 +2,17 @@
  *
  *   abuse_server [--nofile N] [--max-connections N] [--handshake-timeout MS]
  *                [--max-header-list N]
+ *   abuse_server --call TARGET --md-bytes N [--max-header-list N]
  *
  * Serves helloworld.Greeter ("Hello <name>") on 127.0.0.1 with one loop and
  * prints "listening on <port>". --nofile lowers RLIMIT_NOFILE first (the
  * EMFILE test). Commands on stdin, one answer line each:
  *   stats -> "accepted=A paused=P refused=R handshake=H calm=C pings=G"
- * EOF shuts the server down (grace 1 s) and exits. */
+ * EOF shuts the server down (grace 1 s) and exits.
+ *
+ * --call: one SayHello to TARGET (10 s deadline) with an "x-big" metadata
+ * value of N bytes, after a first small call (so the server's SETTINGS
+ * are known); prints "<CODE> <message>" of the second call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +32,76 @@ static void say_hello(sluice_server_call *call,
   helloworld__greeter__say_hello__reply(call, &r);
 }
 
+static int call_once(sluice_channel *ch, size_t md_bytes,
+                     sluice_status_code *code_out, char *text, size_t cap) {
+  sluice_metadata *md = NULL;
+  char *big = NULL;
+  if (md_bytes) {
+    big = malloc(md_bytes + 1);
+    if (!big || sluice_metadata_new(&md) != 0)
+      return -1;
+    memset(big, 'b', md_bytes);
+    big[md_bytes] = 0;
+    if (sluice_metadata_add_str(md, "x-big", big) != 0)
+      return -1;
+  }
+  Helloworld__HelloRequest req = HELLOWORLD__HELLO_REQUEST__INIT;
+  req.name = "big";
+  Helloworld__HelloReply *resp = NULL;
+  sluice_call_opts co;
+  sluice_call_opts_init(&co);
+  co.timeout_ms = 10000;
+  co.metadata = md;
+  sluice_status st;
+  sluice_status_init(&st);
+  *code_out =
+      helloworld__greeter__say_hello__blocking(ch, &req, &resp, &co, &st);
+  snprintf(text, cap, "%s", st.message ? st.message : "");
+  if (resp)
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+  sluice_status_clear(&st);
+  sluice_metadata_del(md);
+  free(big);
+  return 0;
+}
+
+static int run_client(const char *target, size_t md_bytes, uint32_t max_hl) {
+  sluice_channel_opts *o = NULL;
+  sluice_channel *ch = NULL;
+  if (sluice_channel_opts_new(&o) != 0 ||
+      (max_hl && sluice_channel_opts_set_max_header_list_size(o, max_hl)) ||
+      sluice_channel_new(&ch, target, o) != 0) {
+    fprintf(stderr, "abuse_server: cannot create the channel\n");
+    return 1;
+  }
+  sluice_channel_opts_del(o);
+  sluice_status_code code;
+  char text[512];
+  /* a small call first: the connection and its SETTINGS */
+  if (call_once(ch, 0, &code, text, sizeof text) != 0 ||
+      call_once(ch, md_bytes, &code, text, sizeof text) != 0) {
+    fprintf(stderr, "abuse_server: out of memory\n");
+    return 1;
+  }
+  printf("%s %s\n", sluice_status_name(code), text);
+  sluice_channel_del(ch);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  const char *call_target = NULL;
+  size_t md_bytes = 0;
+  uint32_t max_hl = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--call") == 0)
+      call_target = argv[i + 1];
+    else if (strcmp(argv[i], "--md-bytes") == 0)
+      md_bytes = strtoull(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--max-header-list") == 0)
+      max_hl = (uint32_t)strtoul(argv[i + 1], NULL, 10);
+  }
+  if (call_target)
+    return run_client(call_target, md_bytes, max_hl);
   sluice_server_opts *o = NULL;
   sluice_server *srv = NULL;
   int port = 0;
@@ -47,6 +121,8 @@ int main(int argc, char **argv) {
       rv = sluice_server_opts_set_max_connections(o, (uint32_t)v);
     } else if (strcmp(f, "--handshake-timeout") == 0) {
       rv = sluice_server_opts_set_handshake_timeout(o, v);
+    } else if (strcmp(f, "--max-header-list") == 0) {
+      rv = sluice_server_opts_set_max_header_list_size(o, (uint32_t)v);
     } else {
       fprintf(stderr, "abuse_server: unknown flag %s\n", f);
       return 2;

@@ -484,6 +484,64 @@ def attack_emfile(args, c):
     c.check("server exits cleanly", srv.stop() == 0)
 
 
+def attack_header_list(args, c):
+    """SETTINGS_MAX_HEADER_LIST_SIZE (16 KiB by default) both ways."""
+    srv = Server(args.server)
+    w = Watch(srv)
+    big = "b" * 20000
+    # a stock client sends it: the server fails the call
+    with grpc.insecure_channel("127.0.0.1:%d" % srv.port) as ch:
+        say = ch.unary_unary("/helloworld.Greeter/SayHello",
+                             request_serializer=PB.HelloRequest.SerializeToString,
+                             response_deserializer=PB.HelloReply.FromString)
+        try:
+            say(PB.HelloRequest(name="x"), timeout=10,
+                metadata=(("x-big", big),))
+            got = "OK"
+        except grpc.RpcError as e:
+            got = "%s %s" % (e.code(), e.details())
+    c.check("grpcio client, large request metadata: RESOURCE_EXHAUSTED",
+            "RESOURCE_EXHAUSTED" in got, got)
+    # our client: refused before sending (the server's SETTINGS known)
+    out = subprocess.run([args.server, "--call", "127.0.0.1:%d" % srv.port,
+                          "--md-bytes", "20000"], capture_output=True,
+                         text=True, timeout=60).stdout.strip()
+    c.check("sluice client, large request metadata: RESOURCE_EXHAUSTED",
+            out.startswith("RESOURCE_EXHAUSTED") and
+            "header list too large" in out, out)
+    out = subprocess.run([args.server, "--call", "127.0.0.1:%d" % srv.port,
+                          "--md-bytes", "8000"], capture_output=True,
+                         text=True, timeout=60).stdout.strip()
+    c.check("sluice client, metadata under the limit: OK",
+            out.startswith("OK"), out)
+    c.check("valid call meanwhile", valid_call(srv.port) == "Hello ok")
+    w.report(c)
+    c.check("server exits cleanly", srv.stop() == 0)
+    # a stock server sends large trailers: our client fails the call
+    import concurrent.futures
+
+    def handler(req, ctx):
+        ctx.set_trailing_metadata((("x-big", big),))
+        return PB.HelloReply(message="Hello " + req.name)
+
+    gsrv = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
+    gsrv.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "helloworld.Greeter", {"SayHello": grpc.unary_unary_rpc_method_handler(
+            handler, request_deserializer=PB.HelloRequest.FromString,
+            response_serializer=PB.HelloReply.SerializeToString)}),))
+    gport = gsrv.add_insecure_port("127.0.0.1:0")
+    gsrv.start()
+    try:
+        out = subprocess.run([args.server, "--call", "127.0.0.1:%d" % gport,
+                              "--md-bytes", "0"], capture_output=True,
+                             text=True, timeout=60).stdout.strip()
+    finally:
+        gsrv.stop(0)
+    c.check("sluice client, large response trailers: RESOURCE_EXHAUSTED",
+            out.startswith("RESOURCE_EXHAUSTED") and
+            "header list too large" in out, out)
+
+
 ATTACKS = {name[len("attack_"):]: fn for name, fn in globals().items()
            if name.startswith("attack_")}
 
