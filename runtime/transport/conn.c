@@ -364,6 +364,13 @@ void sluice__conn_linger_close(sluice__conn *c, const char *reason) {
     return;
   }
   sluice__conn_flush(c); /* what is queued, the GOAWAY last */
+  /* A client closes at once: its calls learn of the end now, and a server
+   * is no attacker to be kept reading our GOAWAY. */
+  if (!c->closing && c->session &&
+      !nghttp2_session_check_server_session(c->session)) {
+    sluice__conn_close(c, reason);
+    return;
+  }
   if (c->closing)
     return;
   snprintf(c->linger_reason, sizeof c->linger_reason, "%s", reason);

@@ -131,7 +131,8 @@ void sluice__conn_close_when_flushed(sluice__conn *c);
  * side once written, then drops input until the peer closes, for at most
  * SLUICE__CONN_LINGER_MS and SLUICE__CONN_LINGER_MAX bytes, and closes
  * with reason (closing with unread input would send a TCP RST, which
- * can make the peer lose the GOAWAY). */
+ * can make the peer lose the GOAWAY). Server sessions only: a client
+ * session flushes and closes at once. */
 void sluice__conn_linger_close(sluice__conn *c, const char *reason);
 
 /* Closes the socket (idempotent); hooks->on_closed follows with reason
