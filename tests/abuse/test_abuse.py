@@ -340,8 +340,6 @@ def attack_continuation_flood(args, c):
 def attack_zero_length_headers(args, c):
     # Streams whose header blocks are thousands of empty names and values.
     block = request_block() + hpack_literal(b"", b"") * 1000
-    units = b"".join(frame(HEADERS, END_HEADERS | END_STREAM, 1 + 2 * i, block)
-                     for i in range(1))
     srv = Server(args.server)
     w = Watch(srv)
     a = Attacker(srv.port)
@@ -355,7 +353,6 @@ def attack_zero_length_headers(args, c):
         sent += 50
         if not a.send(batch, time.monotonic() + 5):
             break
-    del units
     a.wait_goaway_or_eof(10)
     c.check("zero-length header flood: GOAWAY",
             a.goaway is not None, "(%r after %d streams)" % (a.goaway, sent))
