@@ -1,7 +1,7 @@
 /* abuse_server: the sluice server under attack in test_abuse.py.
  *
  *   abuse_server [--nofile N] [--max-connections N] [--handshake-timeout MS]
- *                [--max-header-list N]
+ *                [--max-header-list N] [--tls CERTDIR]
  *   abuse_server --call TARGET --md-bytes N [--max-header-list N]
  *
  * Serves helloworld.Greeter ("Hello <name>") on 127.0.0.1 with one loop and
@@ -121,6 +121,15 @@ int main(int argc, char **argv) {
       rv = sluice_server_opts_set_max_connections(o, (uint32_t)v);
     } else if (strcmp(f, "--handshake-timeout") == 0) {
       rv = sluice_server_opts_set_handshake_timeout(o, v);
+    } else if (strcmp(f, "--tls") == 0) { /* DIR: server.pem, server.key */
+      static char cert[1024], key[1024];
+      snprintf(cert, sizeof cert, "%s/server.pem", argv[i + 1]);
+      snprintf(key, sizeof key, "%s/server.key", argv[i + 1]);
+      sluice_tls_server_config tc;
+      sluice_tls_server_config_init(&tc);
+      tc.cert.file = cert;
+      tc.key.file = key;
+      rv = sluice_server_opts_set_tls(o, &tc);
     } else if (strcmp(f, "--max-header-list") == 0) {
       rv = sluice_server_opts_set_max_header_list_size(o, (uint32_t)v);
     } else {

@@ -413,6 +413,78 @@ def attack_preface_slowloris(args, c):
     c.check("server exits cleanly", srv.stop() == 0)
 
 
+def attack_tls_slowloris(args, c):
+    """TLS: connections that never start the handshake, and ones that
+    stop in the middle of it (a ClientHello, then nothing), are closed
+    after the handshake timeout; TLS clients are served meanwhile."""
+    import ssl
+    certs = interop_common.make_test_certs()
+    srv = Server(args.server, ["--handshake-timeout", "1000", "--tls", certs])
+    w = Watch(srv)
+    silent = [Attacker(srv.port, preface=False) for _ in range(20)]
+    stalled = []
+    ctx = ssl.create_default_context(cafile=os.path.join(certs, "ca.pem"))
+    ctx.set_alpn_protocols(["h2"])
+    for _ in range(20):
+        raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        tls = ctx.wrap_socket(raw, server_hostname=interop_common.
+                              TEST_SERVER_NAME, do_handshake_on_connect=False)
+        tls.setblocking(False)
+        try:
+            tls.do_handshake()  # sends the ClientHello; then we stop
+        except ssl.SSLWantReadError:
+            pass
+        # the same socket, read below TLS (wrap_socket took raw's fd)
+        stalled.append((socket.fromfd(tls.fileno(), socket.AF_INET,
+                                      socket.SOCK_STREAM), tls))
+    with open(os.path.join(certs, "ca.pem"), "rb") as f:
+        creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+    with grpc.secure_channel("127.0.0.1:%d" % srv.port, creds, options=(
+            ("grpc.ssl_target_name_override",
+             interop_common.TEST_SERVER_NAME),)) as ch:
+        say = ch.unary_unary("/helloworld.Greeter/SayHello",
+                             request_serializer=PB.HelloRequest.SerializeToString,
+                             response_deserializer=PB.HelloReply.FromString)
+        try:
+            reply = say(PB.HelloRequest(name="ok"), timeout=10).message
+        except grpc.RpcError as e:
+            reply = "error %s %s" % (e.code(), e.details())
+    c.check("valid TLS call meanwhile", reply == "Hello ok", reply)
+    end = time.monotonic() + 15
+    while time.monotonic() < end and not all(a.eof for a in silent):
+        for a in silent:
+            a.poll(0.01)
+    c.check("connections without a handshake closed",
+            all(a.eof for a in silent),
+            "(%d of %d)" % (sum(a.eof for a in silent), len(silent)))
+    closed = 0
+    for raw, tls in stalled:
+        # Read the raw socket (the TLS object would go on with the
+        # handshake): the server's flight, then its close (EOF or a reset).
+        raw.setblocking(True)
+        raw.settimeout(max(0.1, end - time.monotonic()))
+        try:
+            while raw.recv(4096):
+                pass
+            closed += 1
+        except socket.timeout:
+            pass
+        except OSError:
+            closed += 1
+        raw.close()
+        tls.close()
+    c.check("connections stalled mid-handshake closed",
+            closed == len(stalled), "(%d of %d)" % (closed, len(stalled)))
+    w.report(c)
+    st = srv.stats()
+    c.check("counted as SLUICE_SERVER_HANDSHAKE_TIMEOUTS",
+            int(st.get("handshake", 0)) >= len(silent) + len(stalled),
+            str(st))
+    for a in silent:
+        a.close()
+    c.check("server exits cleanly", srv.stop() == 0)
+
+
 def attack_max_connections(args, c):
     srv = Server(args.server, ["--max-connections", "20"])
     w = Watch(srv)
