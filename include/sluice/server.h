@@ -323,7 +323,9 @@ SLUICE_API int sluice_server_opts_set_max_connections(sluice_server_opts *o,
  * announced as SETTINGS_MAX_HEADER_LIST_SIZE. A request over it fails
  * RESOURCE_EXHAUSTED "request header list too large" before its handler
  * runs; clients that honour the setting (sluice's) fail such calls
- * themselves before sending.
+ * themselves before sending. The other way, response metadata over the
+ * client's announced limit is dropped and the call ends
+ * RESOURCE_EXHAUSTED "response metadata too large".
  * @param o the options
  * @param max_bytes the limit in bytes (default 16384, as gRPC C-core's
  *   soft limit); at least 1024

@@ -4,11 +4,12 @@
  *                [--max-header-list N] [--tls CERTDIR]
  *   abuse_server --call TARGET --md-bytes N [--max-header-list N]
  *
- * Serves helloworld.Greeter ("Hello <name>") on 127.0.0.1 with one loop and
- * prints "listening on <port>". --nofile lowers RLIMIT_NOFILE first (the
- * EMFILE test). Commands on stdin, one answer line each:
- *   stats -> "accepted=A paused=P refused=R handshake=H calm=C pings=G"
- * EOF shuts the server down (grace 1 s) and exits.
+ * Serves helloworld.Greeter ("Hello <name>"; the names "big-initial" and
+ * "big-trailers" add 20 KB of initial or trailing metadata) on 127.0.0.1 with
+ * one loop and prints "listening on <port>". --nofile lowers RLIMIT_NOFILE
+ * first (the EMFILE test). Commands on stdin, one answer line each: stats ->
+ * "accepted=A paused=P refused=R handshake=H calm=C pings=G" EOF shuts the
+ * server down (grace 1 s) and exits.
  *
  * --call: one SayHello to TARGET (10 s deadline) with an "x-big" metadata
  * value of N bytes, after a first small call (so the server's SETTINGS
@@ -25,6 +26,16 @@
 static void say_hello(sluice_server_call *call,
                       const Helloworld__HelloRequest *req, void *ud) {
   (void)ud;
+  /* "big-initial" / "big-trailers": 20 KB of response metadata, over the
+   * client's header list limit (abuse.header_list) */
+  static char big[20001];
+  if (!big[0])
+    memset(big, 'b', sizeof big - 1);
+  if (req->name && strcmp(req->name, "big-initial") == 0)
+    sluice_server_call_add_initial_metadata(call, "x-big", big, sizeof big - 1);
+  if (req->name && strcmp(req->name, "big-trailers") == 0)
+    sluice_server_call_add_trailing_metadata(call, "x-big", big,
+                                             sizeof big - 1);
   char text[300];
   snprintf(text, sizeof text, "Hello %.200s", req->name ? req->name : "");
   Helloworld__HelloReply r = HELLOWORLD__HELLO_REPLY__INIT;

@@ -583,6 +583,13 @@ def attack_header_list(args, c):
                          text=True, timeout=60).stdout.strip()
     c.check("sluice client, metadata under the limit: OK",
             out.startswith("OK"), out)
+    # the server's responses over a stock client's limit (grpcio
+    # announces 16 KiB): the server drops the metadata and says so
+    for name in ("big-initial", "big-trailers"):
+        got = valid_call(srv.port, name=name)
+        c.check("sluice server, large response metadata (%s) to grpcio: "
+                "RESOURCE_EXHAUSTED" % name,
+                "RESOURCE_EXHAUSTED" in got and "too large" in got, got)
     c.check("valid call meanwhile", valid_call(srv.port) == "Hello ok")
     w.report(c)
     c.check("server exits cleanly", srv.stop() == 0)
