@@ -166,6 +166,21 @@ SLUICE_API int sluice_channel_opts_set_wait_queue(sluice_channel_opts *o,
                                                   uint32_t max_len,
                                                   uint32_t max_wait_ms);
 
+/** The largest response header list (initial metadata or trailers, each
+ * field counted as name + value + 32 bytes, RFC 9113) the channel takes,
+ * announced to servers as SETTINGS_MAX_HEADER_LIST_SIZE: a response over
+ * it fails the call RESOURCE_EXHAUSTED "response header list too large"
+ * (the stream is reset). The other way, a call whose request header list
+ * is over the server's announced limit fails RESOURCE_EXHAUSTED "request
+ * header list too large" without being sent.
+ * @param o the options
+ * @param max_bytes the limit in bytes (default 16384); at least 1024
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or max_bytes below 1024 */
+SLUICE_API int
+sluice_channel_opts_set_max_header_list_size(sluice_channel_opts *o,
+                                             uint32_t max_bytes);
+
 /** The smallest keepalive time sluice_channel_opts_set_keepalive()
  * accepts, in ms. gRFC A8's floor is 10 s (grpc-go applies it); sluice
  * allows 1 s for tests and for servers that permit it. */

@@ -306,6 +306,46 @@ SLUICE_API int sluice_server_opts_set_keepalive(sluice_server_opts *o,
 SLUICE_API int sluice_server_opts_set_keepalive_enforcement(
     sluice_server_opts *o, uint64_t min_time_ms, int permit_without_calls,
     uint32_t max_ping_strikes);
+/** Caps the connections open at once (docs/abuse.md): past it, an accepted
+ * connection is closed at once, without a byte sent (counted as
+ * SLUICE_SERVER_CONNECTIONS_REFUSED). Connections still draining count
+ * until they are closed.
+ * @param o the options
+ * @param max_connections the cap; 0: no limit (default; the descriptor
+ *   limit, RLIMIT_NOFILE, is the only one, and accept pauses at it)
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL */
+SLUICE_API int sluice_server_opts_set_max_connections(sluice_server_opts *o,
+                                                      uint32_t max_connections);
+
+/** The largest request header list (metadata and the HTTP/2 headers, each
+ * field counted as name + value + 32 bytes, RFC 9113) the server takes,
+ * announced as SETTINGS_MAX_HEADER_LIST_SIZE. A request over it fails
+ * RESOURCE_EXHAUSTED "request header list too large" before its handler
+ * runs; clients that honour the setting (sluice's) fail such calls
+ * themselves before sending. The other way, response metadata over the
+ * client's announced limit is dropped and the call ends
+ * RESOURCE_EXHAUSTED "response metadata too large".
+ * @param o the options
+ * @param max_bytes the limit in bytes (default 16384, as gRPC C-core's
+ *   soft limit); at least 1024
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or max_bytes below 1024 */
+SLUICE_API int
+sluice_server_opts_set_max_header_list_size(sluice_server_opts *o,
+                                            uint32_t max_bytes);
+
+/** How long a new connection has to complete the TLS handshake (when the
+ * server speaks TLS) and send the client's HTTP/2 preface (its magic and
+ * first SETTINGS): a slowloris that has not is closed (counted as
+ * SLUICE_SERVER_HANDSHAKE_TIMEOUTS).
+ * @param o the options
+ * @param timeout_ms the time in ms (default 10000); 0: no limit
+ * @retval 0 set
+ * @retval SLUICE_ERR_INVALID_ARG o is NULL or timeout_ms is above a year */
+SLUICE_API int sluice_server_opts_set_handshake_timeout(sluice_server_opts *o,
+                                                        uint64_t timeout_ms);
+
 /** Serves the standard health service `grpc.health.v1.Health` (Check and
  * Watch, as grpc's doc/health-checking.md; docs/health.md) from the
  * library. Off by default (as gRPC C++'s EnableDefaultHealthCheckService).
@@ -419,7 +459,21 @@ typedef enum sluice_server_conn_event {
   SLUICE_SERVER_KEEPALIVE_TIMEOUTS = 4,
   /** Connections whose drain grace ran out with calls still open (closed,
    * the calls cancelled). */
-  SLUICE_SERVER_GRACE_EXPIRED = 5
+  SLUICE_SERVER_GRACE_EXPIRED = 5,
+  /** Times accepting paused (100 ms) because accept() failed for want of
+   * descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM). */
+  SLUICE_SERVER_ACCEPT_PAUSED = 6,
+  /** Connections closed at once because
+   * sluice_server_opts_set_max_connections() were already open. */
+  SLUICE_SERVER_CONNECTIONS_REFUSED = 7,
+  /** Connections closed because the TLS handshake and the HTTP/2 preface
+   * did not complete in time (sluice_server_opts_set_handshake_timeout()). */
+  SLUICE_SERVER_HANDSHAKE_TIMEOUTS = 8,
+  /** GOAWAY ENHANCE_YOUR_CALM sent for a flood: rapid reset
+   * (CVE-2023-44487, "rapid_reset"), or too many SETTINGS/PING/RST_STREAM
+   * answers queued for a peer that does not read ("flood"). Not the ping
+   * enforcement's, counted as SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS. */
+  SLUICE_SERVER_GOAWAY_CALM = 9
 } sluice_server_conn_event;
 
 /** How many times ev has happened on the server's connections since

@@ -492,6 +492,7 @@ int sluice_channel_new(sluice_channel **out, const char *target,
   e->conn.keepalive_timeout_ms = ch->opts.keepalive_timeout_ms;
   e->conn.keepalive_permit_without_calls =
       ch->opts.keepalive_permit_without_calls;
+  e->conn.max_header_list_size = ch->opts.max_header_list_size;
   ch->state = SLUICE_CHANNEL_IDLE;
   sluice__list_init(&ch->watchers);
   ch->connect_task.fn = connect_on_loop;

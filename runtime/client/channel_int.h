@@ -45,6 +45,7 @@ struct sluice_channel_opts {
   /* keepalive (gRFC A8): time 0 = off */
   uint32_t keepalive_time_ms, keepalive_timeout_ms;
   int keepalive_permit_without_calls;
+  uint32_t max_header_list_size; /* default 16 KiB */
   char last_error[256];
 };
 

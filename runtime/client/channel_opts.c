@@ -28,6 +28,7 @@ int sluice_channel_opts_new(sluice_channel_opts **out) {
   o->budget_percent = 20; /* Envoy's retry budget defaults */
   o->budget_min_conc = 3;
   o->keepalive_timeout_ms = 20000; /* A8's default; keepalive itself off */
+  o->max_header_list_size = 16u * 1024;
   *out = o;
   return 0;
 }
@@ -72,6 +73,14 @@ int sluice_channel_opts_set_keepalive(sluice_channel_opts *o, uint32_t time_ms,
   o->keepalive_time_ms = time_ms;
   o->keepalive_timeout_ms = time_ms ? timeout_ms : 20000;
   o->keepalive_permit_without_calls = time_ms && permit_without_calls;
+  return 0;
+}
+
+int sluice_channel_opts_set_max_header_list_size(sluice_channel_opts *o,
+                                                 uint32_t max_bytes) {
+  if (!o || max_bytes < 1024)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_header_list_size = max_bytes;
   return 0;
 }
 

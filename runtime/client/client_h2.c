@@ -117,8 +117,18 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS)
     return 0;
   sluice__cstream *s = stream_of(session, frame->hd.stream_id);
-  if (!s)
+  if (!s || s->discard)
     return 0;
+  sluice__cconn *cc = ud;
+  s->hdr_bytes += sluice__h2_field_size(nlen, vlen);
+  if (s->hdr_bytes > cc->cfg->max_header_list_size) {
+    snprintf(s->fail_buf, sizeof s->fail_buf,
+             "response header list too large: over %" PRIu32
+             " bytes (SETTINGS_MAX_HEADER_LIST_SIZE)",
+             cc->cfg->max_header_list_size);
+    s->ops->on_data_failed(s, SLUICE_STATUS_RESOURCE_EXHAUSTED, s->fail_buf);
+    return 0;
+  }
   if (sluice__grpc_resp_header(&s->rx, (const char *)name, nlen, value, vlen) !=
       0)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -166,8 +176,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
   switch (frame->hd.type) {
   case NGHTTP2_HEADERS: {
     sluice__cstream *s = stream_of(session, frame->hd.stream_id);
-    if (!s)
+    if (!s || s->discard)
       break;
+    s->hdr_bytes = 0; /* the next block counts anew */
     sluice__grpc_block b = sluice__grpc_resp_block_done(
         &s->rx, end, frame->headers.cat == NGHTTP2_HCAT_RESPONSE);
     if (b.kind == SLUICE__GRPC_BLOCK_TRAILERS) {
@@ -271,6 +282,14 @@ int sluice__cconn_submit(sluice__cconn *cc, sluice__cstream *s,
     sluice__nvs_free(&h);
     return SLUICE_ERR_NOMEM;
   }
+  /* The server's limit, before anything is sent (RFC 9113 10.5.1). */
+  size_t hl = 0;
+  for (size_t i = 0; i < h.n; i++)
+    hl += sluice__h2_field_size(h.nv[i].namelen, h.nv[i].valuelen);
+  if (hl > sluice__h2_peer_max_header_list(cc->conn.session)) {
+    sluice__nvs_free(&h);
+    return SLUICE__CCONN_HEADERS_TOO_LARGE;
+  }
   nghttp2_data_provider dp = sluice__stream_provider(&s->st);
   int32_t id =
       nghttp2_submit_request(cc->conn.session, NULL, h.nv, h.n, &dp, s);
@@ -319,7 +338,7 @@ static void on_connected(sluice__conn *conn, int status);
 static void on_closed(sluice__conn *conn, const char *reason);
 static void on_established(sluice__conn *conn);
 static const sluice__conn_hooks hooks = {on_closed, on_connected,
-                                         on_established};
+                                         on_established, NULL};
 
 static nghttp2_session_callbacks *g_callbacks;
 static uv_once_t g_callbacks_once = UV_ONCE_INIT;
@@ -405,7 +424,8 @@ static void on_connected(sluice__conn *conn, int status) {
     sluice__conn_close(conn, "out of memory");
     return;
   }
-  sluice__h2session_settings(s, SLUICE__H2_CLIENT, 0);
+  sluice__h2session_settings(s, SLUICE__H2_CLIENT, 0,
+                             cc->cfg->max_header_list_size);
   conn->session = s;
   if (cc->cfg->tls) {
     cconn_alloc *a = SLUICE__CONTAINER_OF(cc, cconn_alloc, cc);

@@ -39,6 +39,8 @@ typedef struct sluice__cconn_cfg {
    * connection reads it once, when it is created. */
   uint32_t keepalive_time_ms, keepalive_timeout_ms;
   int keepalive_permit_without_calls;
+  /* SETTINGS_MAX_HEADER_LIST_SIZE announced and enforced on responses */
+  uint32_t max_header_list_size;
 } sluice__cconn_cfg;
 
 /* How a connection tells its owner what happened. */
@@ -86,6 +88,7 @@ struct sluice__cstream {
   int discard;          /* set by the owner: its call is over, drop DATA */
   uint64_t rx_bytes;    /* DATA bytes received */
   sluice__grpc_resp rx; /* what the response headers said */
+  size_t hdr_bytes;     /* this header block so far (RFC 9113 sizes) */
   char fail_buf[160];
 };
 
@@ -140,6 +143,10 @@ int sluice__cconn_new(sluice__cconn **out, sluice__loop *loop,
 int sluice__cconn_can_take(const sluice__cconn *cc);
 /* Opens s as a new request stream. Returns 0, SLUICE_ERR_NOMEM or
  * SLUICE_ERR_SYSTEM (nghttp2 refused). */
+/* sluice__cconn_submit: the request's header list is larger than the
+ * server's SETTINGS_MAX_HEADER_LIST_SIZE (nothing was sent). */
+#define SLUICE__CCONN_HEADERS_TOO_LARGE 1
+
 int sluice__cconn_submit(sluice__cconn *cc, sluice__cstream *s,
                          const sluice__creq *req);
 /* Graceful: GOAWAY(NO_ERROR), no new streams, open ones finish. */

@@ -263,7 +263,14 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
     if (!sluice__subchannel_can_take(sc))
       return 0; /* HTTP/2 stream limit: wait for a stream, keep order */
     sluice__picker_remove(p, pk);
-    if (sluice__subchannel_submit(sc, pk->cs, &pk->req) != 0) {
+    int rv = sluice__subchannel_submit(sc, pk->cs, &pk->req);
+    if (rv == SLUICE__CCONN_HEADERS_TOO_LARGE) {
+      pk->ops->fail(pk, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                    "request header list too large: over the server's "
+                    "SETTINGS_MAX_HEADER_LIST_SIZE (not sent)");
+      return 1;
+    }
+    if (rv != 0) {
       pk->ops->fail(pk, SLUICE_STATUS_INTERNAL,
                     "HTTP/2 layer refused the request");
       return 1;

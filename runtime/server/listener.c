@@ -4,6 +4,7 @@
 
 #include "transport/addr.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,27 +108,70 @@ typedef struct handoff {
 static void on_handoff(sluice__task *t) {
   handoff *h = SLUICE__CONTAINER_OF(t, handoff, task);
   if (__atomic_load_n(&h->ls->stopping, __ATOMIC_ACQUIRE) ||
-      sluice__sconn_accept(h->cl, h->fd, h->is_pipe) != 0)
+      sluice__sconn_accept(h->cl, h->fd, h->is_pipe) != 0) {
     close(h->fd);
+    __atomic_sub_fetch(&h->cl->shared->open, 1, __ATOMIC_RELAXED);
+  }
   free(h);
+}
+
+static void count(sluice__listeners *ls, sluice_server_conn_event ev) {
+  __atomic_add_fetch(&ls->loops[0]->shared->events[ev], 1, __ATOMIC_RELAXED);
+}
+
+static void on_listen_readable(uv_poll_t *p, int status, int events);
+
+static void on_resume(uv_timer_t *t) {
+  sluice__listeners *ls = t->data;
+  if (!ls->open || !ls->paused)
+    return;
+  ls->paused = 0;
+  for (size_t i = 0; i < ls->n; i++)
+    uv_poll_start(&ls->v[i].poll, UV_READABLE, on_listen_readable);
+}
+
+/* Out of descriptors (or memory): the level-triggered socket would
+ * report the same connection again at once, spinning a core; stop polling
+ * every socket for a while (as nginx does), the backlog waits in the
+ * kernel. */
+static void pause_accepting(sluice__listeners *ls) {
+  if (ls->paused)
+    return;
+  ls->paused = 1;
+  count(ls, SLUICE_SERVER_ACCEPT_PAUSED);
+  for (size_t i = 0; i < ls->n; i++)
+    uv_poll_stop(&ls->v[i].poll);
+  uv_timer_start(&ls->pause_timer, on_resume, SLUICE__ACCEPT_PAUSE_MS, 0);
 }
 
 static void on_listen_readable(uv_poll_t *p, int status, int events) {
   sluice__listeners *ls = p->data;
   sluice__listener *l = SLUICE__CONTAINER_OF(p, sluice__listener, poll);
+  sluice__sconn_shared *sh = ls->loops[0]->shared;
   (void)events;
   if (status < 0)
     return;
   /* Drain the backlog, bounded so one burst cannot starve the loop. */
-  for (int i = 0; i < 64; i++) {
+  for (int i = 0; i < 64 && !ls->paused; i++) {
     int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+          errno == ENOMEM)
+        pause_accepting(ls);
       break;
+    }
+    uint32_t max = sh->opts->max_connections;
+    if (max && __atomic_load_n(&sh->open, __ATOMIC_RELAXED) >= max) {
+      count(ls, SLUICE_SERVER_CONNECTIONS_REFUSED);
+      close(fd);
+      continue;
+    }
     handoff *h = malloc(sizeof *h);
     if (!h) {
       close(fd);
       continue;
     }
+    __atomic_add_fetch(&sh->open, 1, __ATOMIC_RELAXED);
     memset(h, 0, sizeof *h);
     h->task.fn = on_handoff;
     h->ls = ls;
@@ -142,6 +186,9 @@ static void on_start(sluice__task *t) {
   sluice__listeners *ls =
       SLUICE__CONTAINER_OF(t, sluice__listeners, start_task);
   uv_loop_t *uv = sluice__loop_uv(sluice__sconn_loop_loop(ls->loops[0]));
+  uv_timer_init(uv, &ls->pause_timer);
+  ls->pause_timer.data = ls;
+  ls->timer_open = 1;
   for (size_t i = 0; i < ls->n; i++) {
     sluice__listener *l = &ls->v[i];
     uv_poll_init(uv, &l->poll, l->fd);
@@ -174,6 +221,10 @@ static void on_listener_closed(uv_handle_t *h) {
 }
 
 void sluice__listeners_close(sluice__listeners *ls) {
+  if (ls->timer_open) {
+    ls->timer_open = 0;
+    uv_close((uv_handle_t *)&ls->pause_timer, NULL);
+  }
   for (size_t i = 0; i < ls->n; i++)
     if (ls->v[i].fd >= 0 && ls->open)
       uv_close((uv_handle_t *)&ls->v[i].poll, on_listener_closed);

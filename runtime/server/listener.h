@@ -11,6 +11,9 @@
 #include "core/loop.h"
 #include "server/server_conn.h"
 
+/* How long accepting pauses after EMFILE and the like (nginx: 500 ms). */
+#define SLUICE__ACCEPT_PAUSE_MS 100
+
 typedef struct sluice__listener {
   int fd; /* -1 once closed */
   int is_pipe;
@@ -26,6 +29,10 @@ typedef struct sluice__listeners {
   sluice__sconn_loop *const *loops; /* borrowed */
   unsigned n_loops, next;
   int stopping; /* atomic: hand-offs still in flight close their socket */
+  /* accept failed for want of descriptors: polling stopped until the
+   * timer (first loop only) */
+  uv_timer_t pause_timer;
+  int timer_open, paused;
   sluice__task start_task;
 } sluice__listeners;
 

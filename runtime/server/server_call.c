@@ -14,6 +14,7 @@
 
 #include "server/server_call.h"
 #include "sluice/tls.h"
+#include "transport/h2session.h"
 #include "transport/headers.h"
 #include "transport/message.h"
 #include "transport/recv.h"
@@ -58,6 +59,8 @@ struct sluice_server_call {
                            handler is sent */
   int headers_sent;     /* atomic: response HEADERS submitted */
   int final_sent;       /* trailers (or Trailers-Only) submitted */
+  int md_too_large;     /* the initial metadata went over the client's header
+                           list limit: dropped, the call ends RESOURCE_EXHAUSTED */
   int cancelled;        /* atomic: reply will be discarded */
   int finished;         /* atomic: finish was called */
   /* streaming */
@@ -318,26 +321,42 @@ static int want_load_report(sluice_server_call *call) {
                                                                 : call->pacer);
 }
 
-/* Trailers carrying call->code/message, the trailing metadata,
- * grpc-retry-pushback-ms of a shed call and the load report. The header
- * list borrows b: keep it until submitted, then free b->msg. */
-static int add_status(sluice__nvs *h, sluice_server_call *call,
-                      status_bufs *b) {
+/* Whether h is over the client's SETTINGS_MAX_HEADER_LIST_SIZE. */
+static int over_peer_limit(const sluice_server_call *call,
+                           const sluice__nvs *h) {
+  if (!call->st.s.conn || !call->st.s.conn->session)
+    return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < h->n; i++)
+    n += sluice__h2_field_size(h->nv[i].namelen, h->nv[i].valuelen);
+  return n > sluice__h2_peer_max_header_list(call->st.s.conn->session);
+}
+
+#define MD_TOO_LARGE_TEXT                                                      \
+  "response metadata too large: over the client's "                            \
+  "SETTINGS_MAX_HEADER_LIST_SIZE (dropped)"
+
+/* add_status's body: code/message, and the trailing metadata when
+ * with_md. */
+static int add_status_as(sluice__nvs *h, sluice_server_call *call,
+                         status_bufs *b, sluice_status_code code,
+                         const char *message, int with_md) {
   b->msg = NULL;
-  if (call->code == SLUICE_STATUS_OK) /* the common case, without printf */
+  if (code == SLUICE_STATUS_OK) /* the common case, without printf */
     memcpy(b->code, "0", 2);
   else
-    snprintf(b->code, sizeof b->code, "%d", (int)call->code);
+    snprintf(b->code, sizeof b->code, "%d", (int)code);
   sluice__nvs_add_str(h, "grpc-status", b->code);
-  if (call->code != SLUICE_STATUS_OK && call->message && *call->message) {
-    size_t ml = strlen(call->message);
+  if (code != SLUICE_STATUS_OK && message && *message) {
+    size_t ml = strlen(message);
     b->msg = malloc(ml * 3 + 1);
     if (!b->msg)
       return -1;
-    size_t el = sluice__percent_encode(call->message, ml, b->msg);
+    size_t el = sluice__percent_encode(message, ml, b->msg);
     sluice__nvs_add(h, "grpc-message", 12, b->msg, el);
   }
-  sluice__nvs_add_md(h, call->trailing_md);
+  if (with_md)
+    sluice__nvs_add_md(h, call->trailing_md);
   if (call->pushback_ms) {
     snprintf(b->pushback, sizeof b->pushback, "%u", call->pushback_ms);
     sluice__nvs_add_str(h, "grpc-retry-pushback-ms", b->pushback);
@@ -355,6 +374,26 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
       h->nv[h->n - 1].flags |= NGHTTP2_NV_FLAG_NO_INDEX;
   }
   return sluice__nvs_failed(h) ? -1 : 0;
+}
+
+/* Trailers carrying call->code/message, the trailing metadata,
+ * grpc-retry-pushback-ms of a shed call and the load report. The header
+ * list borrows b: keep it until submitted, then free b->msg. Metadata over
+ * the client's header list limit (RFC 9113 10.5.1) is dropped and the call
+ * ends RESOURCE_EXHAUSTED instead. */
+static int add_status(sluice__nvs *h, sluice_server_call *call,
+                      status_bufs *b) {
+  size_t base = h->n;
+  if (!call->md_too_large) {
+    if (add_status_as(h, call, b, call->code, call->message, 1) != 0)
+      return -1;
+    if (!over_peer_limit(call, h))
+      return 0;
+    free(b->msg);
+    h->n = base; /* what add_status_as added; its buffers stay owned */
+  }
+  return add_status_as(h, call, b, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                       MD_TOO_LARGE_TEXT, 0);
 }
 
 /* The data provider's body (transport/stream.h): the send queue, then
@@ -414,7 +453,12 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   if (response_compressed(call))
     sluice__nvs_add_str(&h, "grpc-encoding", "gzip");
   close_md(call, SLUICE__MD_INITIAL);
+  size_t base = h.n;
   sluice__nvs_add_md(&h, call->initial_md);
+  if (over_peer_limit(call, &h)) {
+    h.n = base; /* dropped; the trailers say so */
+    call->md_too_large = 1;
+  }
   int rv;
   int trailers_only = call->responded &&
                       sluice__sendq_queued(&call->sendq) == 0 &&

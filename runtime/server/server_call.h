@@ -63,6 +63,7 @@ typedef struct sluice__sstream {
                            them until sluice__scall_headers_done (read by
                            the call from then on) */
   uint64_t deadline_ns; /* from grpc-timeout; 0: none */
+  size_t hdr_bytes;     /* request header list so far (RFC 9113 sizes) */
 } sluice__sstream;
 
 /* ---- the server and its loops */

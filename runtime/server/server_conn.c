@@ -2,6 +2,7 @@
  * callbacks that turn streams into calls (see server_conn.h). */
 #include "server/server_conn.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ typedef enum {
   SERVING,  /* no GOAWAY sent */
   NOTICE,   /* shutdown notice + PING sent, new streams still taken */
   DRAINING, /* final GOAWAY sent: the last calls finish */
-  CLOSING   /* too many pings: GOAWAY sent, closing at once */
+  CLOSING   /* too many pings, rapid reset: GOAWAY sent, closing at once */
 } sconn_stage;
 
 /* The opaque data of the PING that follows the shutdown notice. */
@@ -24,6 +25,42 @@ static const uint8_t drain_ping[8] = {'s', 'l', 'c', 'd', 'r', 'a', 'i', 'n'};
 
 #define NOTICE_MAX_NS (20ull * 1000000000) /* C-core's cap, grpc#29050 */
 #define NO_CALL_PING_NS (2ull * 3600 * 1000000000) /* A8: pings w/o calls */
+/* Rapid reset (CVE-2023-44487): RST_STREAMs from the client, a token
+ * bucket of RESET_BURST refilled at RESET_RATE a second (nghttp2's own
+ * limit, which would end the session with INTERNAL_ERROR one reset later:
+ * ours answers first, ENHANCE_YOUR_CALM). */
+#define RESET_BURST 1000
+#define RESET_RATE 33
+/* Other cheap-to-send, costly-to-serve frames (CVE-2019-9518 empty frames,
+ * CVE-2019-9516/9514 streams the server must reset for their bad headers
+ * or frames): the same kind of bucket each. */
+#define JUNK_BURST 1000
+#define JUNK_RATE 100
+
+/* A token bucket: burst tokens, refilled at rate a second. */
+typedef struct bucket {
+  uint64_t tokens, at;
+} bucket;
+
+static void bucket_init(bucket *b, uint64_t burst, uint64_t now) {
+  b->tokens = burst;
+  b->at = now;
+}
+
+/* Takes a token; 0 when (almost) none was left: the limit. */
+static int bucket_take(bucket *b, uint64_t burst, uint64_t rate, uint64_t now) {
+  uint64_t secs = (now - b->at) / 1000000000ull;
+  if (secs) {
+    b->tokens += secs * rate;
+    if (b->tokens > burst)
+      b->tokens = burst;
+    b->at += secs * 1000000000ull;
+  }
+  if (b->tokens <= 1) /* nghttp2 gives up when its bucket is empty */
+    return 0;
+  b->tokens--;
+  return 1;
+}
 
 /* One HTTP/2 server connection. */
 typedef struct sluice__sconn {
@@ -47,6 +84,12 @@ typedef struct sluice__sconn {
   uint64_t last_read;     /* last frame (its first bytes) read */
   uint64_t ka_deadline;   /* a keepalive PING is out: bytes due by then */
   uint64_t close_now;     /* CLOSING: close at the next timer */
+  const char *close_text; /* CLOSING: why */
+  uint64_t preface_end;   /* no client SETTINGS yet: close by then */
+  int preface_done;       /* the client's preface (and TLS) completed */
+  bucket resets;          /* rapid reset */
+  bucket empty;           /* empty DATA frames */
+  bucket errs;            /* streams reset for the client's errors */
   /* Ping enforcement (A8). */
   uint64_t last_good_ping;
   int have_good_ping;
@@ -86,6 +129,8 @@ static uint64_t next_due(const sluice__sconn *sc) {
   case CLOSING:
     return sc->close_now;
   }
+  if (!sc->preface_done)
+    due = earliest(due, sc->preface_end);
   if (o->keepalive_time_ms)
     due = earliest(due, sc->ka_deadline ? sc->ka_deadline
                                         : sc->last_read + o->keepalive_time_ms *
@@ -157,8 +202,17 @@ static void on_timer(uv_timer_t *t) {
   const sluice_server_opts *o = opts_of(sc);
   uint64_t now = sluice_now_ns();
   if (sc->stage == CLOSING) {
-    sluice__conn_flush(&sc->conn);
-    sluice__conn_close(&sc->conn, "too many pings");
+    sluice__conn_linger_close(&sc->conn, sc->close_text);
+    return;
+  }
+  if (!sc->preface_done && now >= sc->preface_end) {
+    /* A GOAWAY where it can go (plaintext, or TLS up but no preface):
+     * the peer learns why. */
+    count(sc, SLUICE_SERVER_HANDSHAKE_TIMEOUTS);
+    nghttp2_submit_goaway(sc->conn.session, NGHTTP2_FLAG_NONE, 0,
+                          NGHTTP2_PROTOCOL_ERROR,
+                          (const uint8_t *)"handshake_timeout", 17);
+    sluice__conn_linger_close(&sc->conn, "handshake timeout");
     return;
   }
   if (sc->ka_deadline && now >= sc->ka_deadline) {
@@ -193,6 +247,21 @@ static void on_timer(uv_timer_t *t) {
   rearm(sc);
 }
 
+/* GOAWAY ENHANCE_YOUR_CALM with debug text text, then a lingering close
+ * (reason) from the timer: not from inside nghttp2's callback. */
+static void calm_goaway(sluice__sconn *sc, const char *text,
+                        const char *reason) {
+  nghttp2_session *s = sc->conn.session;
+  sc->stage = CLOSING;
+  sc->close_text = reason;
+  nghttp2_submit_goaway(
+      s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s),
+      NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)text, strlen(text));
+  sc->close_now = sluice_now_ns();
+  sluice__conn_want_write(&sc->conn);
+  rearm(sc);
+}
+
 /* A PING from the client (A8's enforcement): too frequent ones are
  * strikes; past max_ping_strikes, GOAWAY ENHANCE_YOUR_CALM. */
 static void ping_received(sluice__sconn *sc) {
@@ -211,16 +280,28 @@ static void ping_received(sluice__sconn *sc) {
   sc->strikes++;
   if (!o->max_ping_strikes || sc->strikes <= o->max_ping_strikes)
     return;
-  nghttp2_session *s = sc->conn.session;
   count(sc, SLUICE_SERVER_GOAWAY_TOO_MANY_PINGS);
-  sc->stage = CLOSING;
-  nghttp2_submit_goaway(
-      s, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s),
-      NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)"too_many_pings", 14);
-  /* Closed from the timer: not from inside nghttp2's callback. */
-  sc->close_now = now;
-  sluice__conn_want_write(&sc->conn);
-  rearm(sc);
+  calm_goaway(sc, "too_many_pings", "too many pings");
+}
+
+/* A RST_STREAM from the client: past the rapid-reset budget, GOAWAY
+ * ENHANCE_YOUR_CALM. */
+static void reset_received(sluice__sconn *sc) {
+  if (sc->stage == CLOSING ||
+      bucket_take(&sc->resets, RESET_BURST, RESET_RATE, sluice_now_ns()))
+    return;
+  count(sc, SLUICE_SERVER_GOAWAY_CALM);
+  calm_goaway(sc, "rapid_reset", "rapid reset");
+}
+
+/* An empty DATA frame that does not end the stream, or a stream reset for
+ * the client's fault: past their budget, GOAWAY ENHANCE_YOUR_CALM. */
+static void junk_received(sluice__sconn *sc, bucket *b, const char *text) {
+  if (sc->stage == CLOSING ||
+      bucket_take(b, JUNK_BURST, JUNK_RATE, sluice_now_ns()))
+    return;
+  count(sc, SLUICE_SERVER_GOAWAY_CALM);
+  calm_goaway(sc, text, text);
 }
 
 /* The call of stream id (its sluice__sstream), or NULL. */
@@ -263,6 +344,11 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
   if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0; /* trailers from a client carry nothing for unary calls */
+  /* Past the limit the rest is dropped; the call fails once the block
+   * ends (on_frame_recv). */
+  st->hdr_bytes += sluice__h2_field_size(nlen, vlen);
+  if (st->hdr_bytes > opts_of(ud)->max_header_list_size)
+    return 0;
   /* An entry without memory is lost; the request goes on. */
   sluice__grpc_req_header(&st->req, (const char *)name, nlen, value, vlen);
   return 0;
@@ -271,6 +357,17 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
                          void *ud) {
   sluice__sconn *sc = ud;
+  if (frame->hd.type == NGHTTP2_SETTINGS && !sc->preface_done) {
+    sc->preface_done = 1; /* the magic came first, or nghttp2 had failed */
+    rearm(sc);
+  }
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    reset_received(sc);
+    return 0;
+  }
+  if (frame->hd.type == NGHTTP2_DATA && frame->hd.length == 0 &&
+      !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    junk_received(sc, &sc->empty, "empty_frames");
   if (frame->hd.type == NGHTTP2_PING) {
     if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
       ping_received(sc);
@@ -291,6 +388,16 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     if (rq->have_timeout)
       st->deadline_ns = sluice__grpc_req_deadline(rq, sluice_now_ns());
+    uint32_t max_hl = opts_of(sc)->max_header_list_size;
+    if (st->hdr_bytes > max_hl) {
+      char msg[160];
+      snprintf(msg, sizeof msg,
+               "request header list too large: %zu bytes, the server takes "
+               "%" PRIu32 " (SETTINGS_MAX_HEADER_LIST_SIZE)",
+               st->hdr_bytes, max_hl);
+      sluice__scall_fail(st, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
+      return 0;
+    }
     /* Headers complete: refuse early what can never succeed, so a client
      * does not stream a large body for nothing (wire/grpc_headers.h: a bad
      * content-type is answered with HTTP 415). */
@@ -335,6 +442,21 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) {
     sc->have_good_ping = 0; /* A8: sending HEADERS or DATA resets */
     sc->strikes = 0;
+  }
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    switch (frame->rst_stream.error_code) {
+    case NGHTTP2_PROTOCOL_ERROR:
+    case NGHTTP2_FLOW_CONTROL_ERROR:
+    case NGHTTP2_STREAM_CLOSED:
+    case NGHTTP2_FRAME_SIZE_ERROR:
+    case NGHTTP2_REFUSED_STREAM:
+    case NGHTTP2_COMPRESSION_ERROR:
+      junk_received(sc, &sc->errs, "stream_errors");
+      break;
+    default:
+      break;
+    }
+    return 0;
   }
   if (frame->hd.type == NGHTTP2_GOAWAY && sc->stage == NOTICE &&
       frame->goaway.last_stream_id == INT32_MAX) {
@@ -409,6 +531,7 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   free(sc->peer_identity);
   sc->peer_identity = NULL;
   uv_close((uv_handle_t *)&sc->timer, on_timer_closed); /* frees sc */
+  __atomic_sub_fetch(&sh->open, 1, __ATOMIC_RELAXED);
   uv_mutex_lock(&sh->mu);
   sh->live--;
   uv_cond_broadcast(&sh->cv);
@@ -421,7 +544,14 @@ static void on_established(sluice__conn *conn) {
   sc->peer_identity = sluice__tls_peer_subject(conn->tls);
 }
 
-static const sluice__conn_hooks hooks = {on_closed, NULL, on_established};
+/* A flood (transport/conn.c sent GOAWAY ENHANCE_YOUR_CALM). */
+static void on_calm(sluice__conn *conn) {
+  count(SLUICE__CONTAINER_OF(conn, sluice__sconn, conn),
+        SLUICE_SERVER_GOAWAY_CALM);
+}
+
+static const sluice__conn_hooks hooks = {on_closed, NULL, on_established,
+                                         on_calm};
 
 int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   sluice__sconn_shared *sh = cl->shared;
@@ -447,6 +577,13 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   count(sc, SLUICE_SERVER_CONNECTIONS_ACCEPTED);
   uint64_t now = sluice_now_ns();
   sc->idle_since = sc->last_read = now;
+  bucket_init(&sc->resets, RESET_BURST, now);
+  bucket_init(&sc->empty, JUNK_BURST, now);
+  bucket_init(&sc->errs, JUNK_BURST, now);
+  if (sh->opts->handshake_timeout_ms)
+    sc->preface_end = now + sh->opts->handshake_timeout_ms * 1000000ull;
+  else
+    sc->preface_done = 1;
   if (sh->opts->max_age_ms) {
     /* +-10 % jitter (A9), from a hash of the connection and the time */
     uint64_t x = (uint64_t)(uintptr_t)sc ^ now;
@@ -474,7 +611,8 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
     sluice__conn_set_tls(&sc->conn, t);
   }
   sluice__h2session_settings(s, SLUICE__H2_SERVER,
-                             sh->opts->max_concurrent_streams);
+                             sh->opts->max_concurrent_streams,
+                             sh->opts->max_header_list_size);
   sluice__conn_start(&sc->conn);
   rearm(sc);
   return 0;

@@ -14,7 +14,7 @@
 #include "server/server_call.h"
 #include "server/server_opts.h"
 
-#define SLUICE__SCONN_EVENTS 6 /* sluice_server_conn_event values */
+#define SLUICE__SCONN_EVENTS 10 /* sluice_server_conn_event values */
 
 /* What the connections of one server share. */
 typedef struct sluice__sconn_shared {
@@ -23,6 +23,9 @@ typedef struct sluice__sconn_shared {
   uv_mutex_t mu;
   uv_cond_t cv;  /* broadcast when a connection is gone */
   unsigned live; /* under mu: connections open on every loop */
+  /* atomic: accepted and not yet closed, those on their way to a loop
+   * included (the listener's max_connections check) */
+  unsigned open;
   /* sluice_server_conn_events(), by sluice_server_conn_event; atomic */
   uint64_t events[SLUICE__SCONN_EVENTS];
 } sluice__sconn_shared;

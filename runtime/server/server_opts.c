@@ -26,6 +26,8 @@ int sluice_server_opts_new(sluice_server_opts **out) {
   o->ping_min_time_ms = 300000; /* gRFC A8, as C-core */
   o->max_ping_strikes = 2;
   o->health_bypass = 1;
+  o->handshake_timeout_ms = 10000;
+  o->max_header_list_size = 16u * 1024;
   *out = o;
   return 0;
 }
@@ -230,6 +232,30 @@ int sluice_server_opts_set_keepalive_enforcement(sluice_server_opts *o,
   o->ping_min_time_ms = min_time_ms;
   o->ping_without_calls = permit_without_calls != 0;
   o->max_ping_strikes = max_ping_strikes;
+  return 0;
+}
+
+int sluice_server_opts_set_max_connections(sluice_server_opts *o,
+                                           uint32_t max_connections) {
+  if (!o)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_connections = max_connections;
+  return 0;
+}
+
+int sluice_server_opts_set_max_header_list_size(sluice_server_opts *o,
+                                                uint32_t max_bytes) {
+  if (!o || max_bytes < 1024)
+    return SLUICE_ERR_INVALID_ARG;
+  o->max_header_list_size = max_bytes;
+  return 0;
+}
+
+int sluice_server_opts_set_handshake_timeout(sluice_server_opts *o,
+                                             uint64_t timeout_ms) {
+  if (!o || timeout_ms > MAX_CONN_MS)
+    return SLUICE_ERR_INVALID_ARG;
+  o->handshake_timeout_ms = timeout_ms;
   return 0;
 }
 

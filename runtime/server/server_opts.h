@@ -41,6 +41,10 @@ struct sluice_server_opts {
   uint64_t ping_min_time_ms; /* enforcement: least time between PINGs */
   int ping_without_calls;    /* enforcement: PINGs allowed with no call */
   uint32_t max_ping_strikes; /* enforcement: 0: unlimited */
+  /* abuse limits (listener.c, server_conn.c) */
+  uint32_t max_connections;      /* 0: no limit */
+  uint64_t handshake_timeout_ms; /* TLS + HTTP/2 preface; 0: none */
+  uint32_t max_header_list_size; /* received request headers, bytes */
   int health;        /* grpc.health.v1.Health served (health.c); default 0 */
   int health_bypass; /* health calls skip admission; default 1 */
   int reflection;    /* server reflection served (reflection.c); default 0 */

@@ -211,15 +211,39 @@ void sluice__conn_close_when_flushed(sluice__conn *c) {
   sluice__conn_want_write(c);
 }
 
+/* nghttp2's NGHTTP2_ERR_TOO_MANY_CONTINUATIONS (the CVE-2024-28182 fix of
+ * 1.61, which Debian backported to 1.52): a CONTINUATION flood. */
+#define SLUICE__NGHTTP2_TOO_MANY_CONT (-905)
+
 /* Plaintext HTTP/2 bytes to nghttp2. Returns 0, or -1 once closing. */
 static int h2_input(sluice__conn *c, const uint8_t *data, size_t n) {
   ssize_t rv = nghttp2_session_mem_recv(c->session, data, n);
   if (c->closing)
     return -1;
   if (rv < 0) {
-    /* nghttp2 already queued a GOAWAY for protocol errors; try to send it. */
-    sluice__conn_flush(c);
-    sluice__conn_close(c, "HTTP/2 protocol error from peer");
+    /* nghttp2 queues a GOAWAY for most protocol errors; a flood (too many
+     * SETTINGS/PING ACKs or RST_STREAMs queued for an attacker that does
+     * not read, or a CONTINUATION flood) gets ours, ENHANCE_YOUR_CALM, and
+     * so does any other error nghttp2 queued none for. Either way the
+     * GOAWAY is flushed and the close lingers (bounded), so that the peer
+     * reads it instead of a TCP RST caused by its unread input. */
+    int32_t last = nghttp2_session_get_last_proc_stream_id(c->session);
+    if (rv == NGHTTP2_ERR_FLOODED || rv == SLUICE__NGHTTP2_TOO_MANY_CONT) {
+      nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last,
+                            NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)"flood",
+                            5);
+      if (c->hooks->on_calm)
+        c->hooks->on_calm(c);
+      sluice__conn_linger_close(c, "HTTP/2 flood from peer");
+      return -1;
+    }
+    if (!nghttp2_session_want_write(c->session))
+      nghttp2_submit_goaway(c->session, NGHTTP2_FLAG_NONE, last,
+                            rv == NGHTTP2_ERR_CALLBACK_FAILURE
+                                ? NGHTTP2_INTERNAL_ERROR
+                                : NGHTTP2_PROTOCOL_ERROR,
+                            NULL, 0);
+    sluice__conn_linger_close(c, "HTTP/2 protocol error from peer");
     return -1;
   }
   sluice__conn_want_write(c);
@@ -263,8 +287,17 @@ static void read_input(sluice__conn *c) {
   for (int i = 0; i < 32; i++) {
     ssize_t n = recv(c->fd, c->rbuf, SLUICE__CONN_RBUF_SIZE, 0);
     if (n == 0) {
-      sluice__conn_close(c, "connection closed by peer");
+      sluice__conn_close(c, c->lingering ? c->linger_reason
+                                         : "connection closed by peer");
       return;
+    }
+    if (n > 0 && c->lingering) { /* discarded, bounded */
+      c->linger_read += (size_t)n;
+      if (c->linger_read > SLUICE__CONN_LINGER_MAX) {
+        sluice__conn_close(c, c->linger_reason);
+        return;
+      }
+      continue;
     }
     if (n < 0) {
       if (errno == EINTR)
@@ -311,7 +344,49 @@ static void on_writable(sluice__conn *c) {
   c->writing = 0;
   if (update_poll(c) != 0)
     return;
+  if (c->lingering) {
+    shutdown(c->fd, SHUT_WR); /* the last frames are out */
+    return;
+  }
   sluice__conn_flush(c);
+}
+
+static void on_linger_timeout(uv_timer_t *t) {
+  sluice__conn *c = t->data;
+  sluice__conn_close(c, c->linger_reason);
+}
+
+void sluice__conn_linger_close(sluice__conn *c, const char *reason) {
+  if (c->closing || c->lingering)
+    return;
+  if (!c->started || c->fd < 0 || c->connecting) {
+    sluice__conn_close(c, reason);
+    return;
+  }
+  sluice__conn_flush(c); /* what is queued, the GOAWAY last */
+  /* A client closes at once: its calls learn of the end now, and a server
+   * is no attacker to be kept reading our GOAWAY. */
+  if (!c->closing && c->session &&
+      !nghttp2_session_check_server_session(c->session)) {
+    sluice__conn_close(c, reason);
+    return;
+  }
+  if (c->closing)
+    return;
+  snprintf(c->linger_reason, sizeof c->linger_reason, "%s", reason);
+  if (!c->connect_timer_open) {
+    if (uv_timer_init(sluice__loop_uv(c->loop), &c->connect_timer) != 0) {
+      sluice__conn_close(c, reason);
+      return;
+    }
+    c->connect_timer.data = c;
+    c->connect_timer_open = 1;
+  }
+  c->lingering = 1;
+  uv_timer_start(&c->connect_timer, on_linger_timeout, SLUICE__CONN_LINGER_MS,
+                 0);
+  if (!c->writing)
+    shutdown(c->fd, SHUT_WR);
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -432,7 +507,7 @@ static int more_output(sluice__conn *c) {
 }
 
 void sluice__conn_flush(sluice__conn *c) {
-  if (c->closing || c->writing || !c->started)
+  if (c->closing || c->writing || !c->started || c->lingering)
     return;
   if (c->tls) {
     if (encrypt_batch(c) != 0)

@@ -23,6 +23,10 @@
 
 #define SLUICE__CONN_WBUF_MAX (256 * 1024)
 #define SLUICE__CONN_RBUF_SIZE (64 * 1024)
+/* A lingering close (sluice__conn_linger_close) reads and drops input for
+ * at most this long and this much before the socket is closed. */
+#define SLUICE__CONN_LINGER_MS 2000
+#define SLUICE__CONN_LINGER_MAX (4u << 20)
 
 typedef struct sluice__conn sluice__conn;
 
@@ -35,6 +39,9 @@ typedef struct sluice__conn_hooks {
   /* Optional: the TLS handshake completed (after ALPN and certificate
    * checks). Not called for plaintext connections. */
   void (*on_established)(sluice__conn *c);
+  /* Optional: the peer flooded the session (nghttp2's outbound-queue
+   * limits) and was sent GOAWAY ENHANCE_YOUR_CALM; the close follows. */
+  void (*on_calm)(sluice__conn *c);
 } sluice__conn_hooks;
 
 struct sluice__conn {
@@ -68,6 +75,9 @@ struct sluice__conn {
   int started;
   int close_when_flushed;
   int closing;
+  int lingering; /* linger_close: output done, input dropped, then close */
+  size_t linger_read;
+  char linger_reason[128];
   const char *close_reason; /* points at close_msg */
   char close_msg[256];
   char peer[64]; /* "ipv4:1.2.3.4:5" etc. */
@@ -115,6 +125,15 @@ void sluice__conn_flush(sluice__conn *c);
 /* Closes the socket once everything queued has been written (a draining
  * connection whose last stream ended). */
 void sluice__conn_close_when_flushed(sluice__conn *c);
+
+/* Ends a connection whose peer misbehaved so that it still reads our last
+ * frames: flushes what nghttp2 has queued (the GOAWAY), shuts the write
+ * side once written, then drops input until the peer closes, for at most
+ * SLUICE__CONN_LINGER_MS and SLUICE__CONN_LINGER_MAX bytes, and closes
+ * with reason (closing with unread input would send a TCP RST, which
+ * can make the peer lose the GOAWAY). Server sessions only: a client
+ * session flushes and closes at once. */
+void sluice__conn_linger_close(sluice__conn *c, const char *reason);
 
 /* Closes the socket (idempotent); hooks->on_closed follows with reason
  * (copied). */

@@ -34,8 +34,9 @@ int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
 }
 
 void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
-                                uint32_t max_concurrent_streams) {
-  nghttp2_settings_entry iv[2];
+                                uint32_t max_concurrent_streams,
+                                uint32_t max_header_list_size) {
+  nghttp2_settings_entry iv[3];
   iv[0].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
   iv[0].value = SLUICE_STREAM_WINDOW;
   if (role == SLUICE__H2_SERVER) {
@@ -45,7 +46,9 @@ void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
     iv[1].settings_id = NGHTTP2_SETTINGS_ENABLE_PUSH;
     iv[1].value = 0;
   }
-  nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 2);
+  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+  iv[2].value = max_header_list_size;
+  nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 3);
   nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0,
                                         (int32_t)SLUICE__CONN_WINDOW);
 }

@@ -23,10 +23,26 @@ typedef enum { SLUICE__H2_CLIENT = 0, SLUICE__H2_SERVER = 1 } sluice__h2_role;
 int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
                           const nghttp2_session_callbacks *cbs, void *ud);
 
-/* Queues the first SETTINGS (the stream window; the client also disables
+/* Queues the first SETTINGS (the stream window and max_header_list_size,
+ * which the caller enforces on what it receives; the client also disables
  * push, the server announces max_concurrent_streams) and widens the
  * connection window to SLUICE__CONN_WINDOW. */
 void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
-                                uint32_t max_concurrent_streams);
+                                uint32_t max_concurrent_streams,
+                                uint32_t max_header_list_size);
+
+/* RFC 9113 6.5.2: the size of one header field in a header list. */
+static inline size_t sluice__h2_field_size(size_t nlen, size_t vlen) {
+  return nlen + vlen + 32;
+}
+
+/* The peer's SETTINGS_MAX_HEADER_LIST_SIZE (UINT32_MAX until it says). */
+static inline uint32_t sluice__h2_peer_max_header_list(nghttp2_session *s) {
+  return nghttp2_session_get_remote_settings(
+      s, NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE);
+}
+
+/* The default of both sides' max_header_list_size options. */
+#define SLUICE__MAX_HEADER_LIST_DEFAULT (16u * 1024)
 
 #endif
