@@ -173,6 +173,15 @@ def case_blackhole(a):
                                          "--linger-ms", "100"])
     r = Results(q)
     r.wait(lambda: r.count("OK") >= 3, 30, "3 calls OK before the blackhole")
+    # A call in the middle when the blackhole begins: the server answers it
+    # only after 3 s, by then nothing gets through; its deadline is 5 s.
+    # (Whether its request got through before the blackhole or not, it must
+    # fail DEADLINE_EXCEEDED, and not before its deadline.)
+    p2, q2 = start_client(a.client, port, ["--name", "sleep:3000",
+                                           "--timeout-ms", "5000"])
+    r2 = Results(q2)
+    t_mid = time.monotonic()
+    time.sleep(0.5)
     nft_rules("drop")
     t_on = time.monotonic()
     log("blackhole on")
@@ -185,6 +194,12 @@ def case_blackhole(a):
     # least a deadline (2 s, less timer slack) apart.
     gaps = [b - a_ for a_, b in zip(de, de[1:])]
     assert all(g >= 1.8 for g in gaps), f"failures too close: {gaps}"
+    r2.wait(lambda: r2.eof == 2, 60, "the call in the middle to end")
+    p2.wait(timeout=10)
+    assert r2.codes() == ["DEADLINE_EXCEEDED"], r2.codes()
+    mid = r2.events[0][0] - t_mid
+    assert mid >= 4.5, f"the call in the middle failed after {mid:.1f} s"
+    log(f"the call in the middle: DEADLINE_EXCEEDED after {mid:.1f} s")
     nft_rules(None)
     n_ok = r.count("OK")
     log("blackhole off")
