@@ -15,13 +15,24 @@ the reference, a stock grpcio server that compresses with gzip:
 Exit 77 when nghttp or grpc is missing.
 """
 import argparse
+import ctypes
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 SKIP = 77
+def _die_with_parent():
+    """Child side of Popen: SIGKILL when this script dies, even by SIGKILL
+    (a ctest timeout), so no server or proxy outlives the test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+
+
+def popen(args, **kw):
+    return subprocess.Popen(args, preexec_fn=_die_with_parent, **kw)
+
 # SimpleRequest{response_size: 10, response_compressed: {value: true}}
 MSG = bytes([0x10, 0x0A, 0x32, 0x02, 0x08, 0x01])
 FRAME = b"\x00" + len(MSG).to_bytes(4, "big") + MSG
@@ -61,7 +72,7 @@ def call(port, accept, body):
 
 
 def start(cmd):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    p = popen(cmd, stdout=subprocess.PIPE, text=True)
     end = time.monotonic() + 30
     while time.monotonic() < end:
         line = p.stdout.readline()

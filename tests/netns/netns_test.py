@@ -16,6 +16,7 @@ faster than its rate) and generous upper bounds (several times the expected
 value) that only catch a hang.
 """
 import argparse
+import ctypes
 import os
 import queue
 import shutil
@@ -26,6 +27,15 @@ import threading
 import time
 
 SKIP = 77
+def _die_with_parent():
+    """Child side of Popen: SIGKILL when this script dies, even by SIGKILL
+    (a ctest timeout), so no server or proxy outlives the test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+
+
+def popen(args, **kw):
+    return subprocess.Popen(args, preexec_fn=_die_with_parent, **kw)
+
 PID = os.getpid()
 NS_S, NS_C = f"slns{PID}s", f"slns{PID}c"
 VETH_S, VETH_C = f"sv{PID}"[:15], f"cv{PID}"[:15]
@@ -100,7 +110,7 @@ def reader(stream, tag, q):
 
 
 def start_server(path, extra=()):
-    p = subprocess.Popen(["ip", "netns", "exec", NS_S, path, "--host", ADDR_S,
+    p = popen(["ip", "netns", "exec", NS_S, path, "--host", ADDR_S,
                           "--port", "0", "--threads", "1", *extra],
                          stdout=subprocess.PIPE, text=True)
     procs.append(p)
@@ -121,7 +131,7 @@ def start_server(path, extra=()):
 
 
 def start_client(path, port, args):
-    p = subprocess.Popen(["ip", "netns", "exec", NS_C, path, "--target",
+    p = popen(["ip", "netns", "exec", NS_C, path, "--target",
                           f"{ADDR_S}:{port}", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)

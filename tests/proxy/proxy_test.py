@@ -16,6 +16,7 @@ ends OK or UNAVAILABLE, never another code. Exit 77 when the proxy is not
 installed (scripts/install-deps.sh installs nginx-light and haproxy).
 """
 import argparse
+import ctypes
 import os
 import shutil
 import signal
@@ -27,6 +28,15 @@ import threading
 import time
 
 SKIP = 77
+def _die_with_parent():
+    """Child side of Popen: SIGKILL when this script dies, even by SIGKILL
+    (a ctest timeout), so no server or proxy outlives the test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+
+
+def popen(args, **kw):
+    return subprocess.Popen(args, preexec_fn=_die_with_parent, **kw)
+
 INTEROP_CASES = "empty_unary,large_unary,client_streaming,server_streaming," \
                 "ping_pong,empty_stream,custom_metadata,status_code_and_message"
 procs = []
@@ -54,7 +64,7 @@ def wait_port(port, limit=30):
 
 
 def start_server(path):
-    p = subprocess.Popen([path, "--port", "0", "--threads", "1"],
+    p = popen([path, "--port", "0", "--threads", "1"],
                          stdout=subprocess.PIPE, text=True)
     procs.append(p)
     box = []
@@ -92,7 +102,7 @@ class Proxy:
                  grpc_read_timeout 60s; grpc_send_timeout 60s; }}
   }}""")
             text = f"""daemon off;
-master_process on;
+master_process off;
 worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/nginx-error.log warn;
@@ -130,7 +140,7 @@ http {{
             f.write(text)
 
     def start(self):
-        self.p = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL,
+        self.p = popen(self.cmd, stdout=subprocess.DEVNULL,
                                   stderr=open(f"{self.d}/{self.kind}.out", "a"))
         procs.append(self.p)
         for front, _ in self.routes:
@@ -205,7 +215,7 @@ def main():
         for mode in ("wait-for-ready", "fail-fast"):
             n = 60
             extra = ["--wait-for-ready"] if mode == "wait-for-ready" else []
-            c = subprocess.Popen([a.greeter_client, *target, *tls, "--name",
+            c = popen([a.greeter_client, *target, *tls, "--name",
                                   "r", "--count", str(n), "--timeout-ms",
                                   "20000", "--linger-ms", "50", *extra],
                                  stdout=subprocess.PIPE,
@@ -266,13 +276,16 @@ def main():
                 log(f"{n}:\n" + open(f"{d}/{n}").read()[-3000:])
         return 1
     finally:
+        # nginx runs as one process (master_process off), so nothing of it
+        # outlives the pid we hold; SIGTERM first, SIGKILL if it lingers.
         for p in procs:
             if p.poll() is None:
-                p.kill()
+                p.terminate()
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                pass
+                p.kill()
+                p.wait(timeout=10)
         shutil.rmtree(d, ignore_errors=True)
     log("PASS")
     return 0
