@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config
       protobuf-compiler libnghttp2-dev libssl-dev libuv1-dev zlib1g-dev
       libjansson-dev
       libcmocka-dev python3 python3-grpcio python3-protobuf
-      openssl nghttp2-client doxygen)
+      openssl nghttp2-client doxygen
+      iproute2 nftables nginx-light haproxy)
 
 exec "$(dirname "$0")/apt-install.sh" install-deps "${pkgs[@]}"

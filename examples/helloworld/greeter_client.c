@@ -22,7 +22,8 @@
  * field it named.
  *
  * --count N makes N calls one after the other on the same channel. Each
- * reply still goes to stdout and each failure to stderr as above; then a
+ * reply still goes to stdout (flushed at once, so a script reading a pipe
+ * follows the calls as they end) and each failure to stderr as above; then a
  * summary line goes to stdout:
  *   calls=N OK=.. UNAVAILABLE=.. ... (every code seen, in code order)
  * followed by the channel's resilience counters (see below); the exit
@@ -512,6 +513,7 @@ int main(int argc, char **argv) {
         ch, &req, &resp, &opts, &status);
     if (code == SLUICE_STATUS_OK && resp != NULL) {
       printf("%s\n", resp->message != NULL ? resp->message : "");
+      fflush(stdout); /* a script reading a pipe sees each call as it ends */
     } else {
       failed++;
       if (code == SLUICE_STATUS_OK)

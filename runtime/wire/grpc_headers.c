@@ -105,7 +105,10 @@ void sluice__grpc_req_init(sluice__grpc_req *q, sluice_metadata *md) {
   q->enc_ok = 1; /* no grpc-encoding: identity */
   q->enc_unknown = 0;
   q->enc = SLUICE_COMPRESS_NONE;
-  q->accept_gzip = 0;
+  /* no grpc-accept-encoding: gzip assumed, as stock grpcio does (it
+   * compresses whatever the header says); grpc-go clients send the header
+   * only on calls they compress themselves. docs/compression.md */
+  q->accept_gzip = 1;
 }
 
 void sluice__grpc_req_reset(sluice__grpc_req *q) {

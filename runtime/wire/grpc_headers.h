@@ -134,7 +134,8 @@ typedef struct sluice__grpc_req {
   int enc_unknown;        /* a grpc-encoding sluice does not implement */
   sluice_compression enc; /* the request's encoding when enc_ok (NONE when
                              absent) */
-  int accept_gzip;        /* grpc-accept-encoding lists gzip */
+  int accept_gzip;        /* grpc-accept-encoding lists gzip, or is absent
+                             (then gzip is assumed) */
   char path_buf[SLUICE__GRPC_PATH_INLINE];
 } sluice__grpc_req;
 
@@ -153,7 +154,8 @@ void sluice__grpc_req_reset(sluice__grpc_req *q);
  *  - "grpc-timeout": sluice__timeout_decode into timeout_ns/have_timeout,
  *    else bad_timeout (which stays set);
  *  - "grpc-encoding": enc_ok, enc_unknown and enc (the last one wins);
- *  - "grpc-accept-encoding": accept_gzip;
+ *  - "grpc-accept-encoding": accept_gzip (the list names gzip; absent:
+ *    gzip assumed);
  *  - "te": have_te;
  *  - ":authority", "user-agent", and any non-pseudo name that
  *    sluice__md_is_reserved() does not reserve: appended to md as received
