@@ -486,3 +486,36 @@ int e2e_wait_for(e2e_wait *w, int n, unsigned timeout_ms) {
   pthread_mutex_unlock(&w->mu);
   return fired;
 }
+
+typedef struct e2e_hop {
+  sluice_server_call *call;
+} e2e_hop;
+
+static void forward_done(const sluice_status *st, const E2e__EchoMsg *resp,
+                         void *ud) {
+  e2e_hop *h = ud;
+  if (st->code == SLUICE_STATUS_OK)
+    sluice_server_call_reply(h->call, &resp->base);
+  else
+    sluice_server_call_finish(h->call, st->code, st->message, NULL);
+  free(h);
+}
+
+void e2e_forward(sluice_channel *down, sluice_server_call *call,
+                 const E2e__EchoMsg *req) {
+  sluice_call_opts o;
+  sluice_call_opts_init(&o);
+  sluice_call_opts_set_parent(&o, call);
+  e2e_hop *h = malloc(sizeof *h);
+  if (!h) {
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory", NULL);
+    return;
+  }
+  h->call = call;
+  if (e2e__echo__echo__async(down, req, &o, forward_done, h) != 0) {
+    free(h);
+    sluice_server_call_finish(call, SLUICE_STATUS_INTERNAL,
+                              "downstream call not started", NULL);
+  }
+}

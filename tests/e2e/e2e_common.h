@@ -85,6 +85,12 @@ int e2e_server_wait_late(e2e_server *s, int n, unsigned timeout_ms);
  * many were finished. */
 int e2e_server_release(e2e_server *s, sluice_status_code code);
 
+/* A middle tier's handler body: forwards req through down as a child call
+ * of call (sluice_call_opts_set_parent: deadline and back-pressure) and
+ * finishes call with the answer, or with the failure passed on. */
+void e2e_forward(sluice_channel *down, sluice_server_call *call,
+                 const E2e__EchoMsg *req);
+
 /* A channel to "ipv4:127.0.0.1:<port>" (opts may be NULL). */
 sluice_channel *e2e_channel_port(int port, const sluice_channel_opts *opts);
 /* The same to s's port. */

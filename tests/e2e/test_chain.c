@@ -33,39 +33,13 @@ static void on_deep(sluice_server_call *call, const E2e__EchoMsg *req,
   sluice_server_call_reply(call, &resp.base);
 }
 
-typedef struct hop {
-  sluice_server_call *call;
-} hop;
-
-static void on_down_done(const sluice_status *st, const E2e__EchoMsg *resp,
-                         void *ud) {
-  hop *h = ud;
-  if (st->code == SLUICE_STATUS_OK)
-    sluice_server_call_reply(h->call, &resp->base);
-  else
-    sluice_server_call_finish(h->call, st->code, st->message, NULL);
-  free(h);
-}
-
 static void on_front(sluice_server_call *call, const E2e__EchoMsg *req,
                      void *ud) {
-  sluice_channel *down = ud;
   sluice_call_opts o;
   sluice_call_opts_init(&o);
   sluice_call_opts_set_parent(&o, call);
   assert_ptr_equal(o.parent, call);
-  hop *h = malloc(sizeof *h);
-  if (!h) {
-    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED, "oom",
-                              NULL);
-    return;
-  }
-  h->call = call;
-  if (e2e__echo__echo__async(down, req, &o, on_down_done, h) != 0) {
-    free(h);
-    sluice_server_call_finish(call, SLUICE_STATUS_INTERNAL, "not started",
-                              NULL);
-  }
+  e2e_forward(ud, call, req);
 }
 
 static sluice_server *serve(const E2e__Echo_SluiceHandlers *h, void *ud,

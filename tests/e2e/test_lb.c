@@ -733,29 +733,10 @@ typedef struct middle {
   sluice_channel *down;
 } middle;
 
-typedef struct hop {
-  sluice_server_call *call;
-} hop;
-
-static void on_down_done(const sluice_status *st, const E2e__EchoMsg *resp,
-                         void *ud) {
-  hop *h = ud;
-  if (st->code == SLUICE_STATUS_OK)
-    sluice_server_call_reply(h->call, &resp->base);
-  else
-    sluice_server_call_finish(h->call, st->code, st->message, NULL);
-  free(h);
-}
-
 static void on_middle(sluice_server_call *call, const E2e__EchoMsg *req,
                       void *ud) {
   middle *m = ud;
-  sluice_call_opts o;
-  sluice_call_opts_init(&o);
-  sluice_call_opts_set_parent(&o, call);
-  hop *h = malloc(sizeof *h);
-  h->call = call;
-  e2e__echo__echo__async(m->down, req, &o, on_down_done, h);
+  e2e_forward(m->down, call, req);
 }
 
 static void test_deadline_propagation(void **state) {
