@@ -387,7 +387,12 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
   if (!call->md_too_large) {
     if (add_status_as(h, call, b, call->code, call->message, 1) != 0)
       return -1;
-    if (!over_peer_limit(call, h))
+    /* Only what the application gave can be large (the library's own
+     * fields are a few hundred bytes): the common call skips the sum. */
+    int user =
+        sluice_metadata_count(call->trailing_md) ||
+        (call->code != SLUICE_STATUS_OK && call->message && *call->message);
+    if (!user || !over_peer_limit(call, h))
       return 0;
     free(b->msg);
     h->n = base; /* what add_status_as added; its buffers stay owned */
@@ -455,7 +460,7 @@ static void submit_headers(sluice_server_call *call, int http_status) {
   close_md(call, SLUICE__MD_INITIAL);
   size_t base = h.n;
   sluice__nvs_add_md(&h, call->initial_md);
-  if (over_peer_limit(call, &h)) {
+  if (h.n > base && over_peer_limit(call, &h)) {
     h.n = base; /* dropped; the trailers say so */
     call->md_too_large = 1;
   }
