@@ -66,8 +66,7 @@ static void note_pressure(sluice__picker *p, sluice__lb_verdict v, size_t n,
                           uint64_t now) {
   if (!p->lb.inner || v == SLUICE__LB_NONE)
     return;
-  double sample =
-      sluice__lb_pressure_sample(&p->lb, p->views, n, p->n_waiting, now);
+  double sample = sluice__lb_pressure_sample(p->views, n, p->n_waiting, now);
   if (v != SLUICE__LB_PICKED && sample < 1)
     sample = 1; /* refused: at the limits at least */
   sluice__lb_pressure_note(&p->lb, sample, now);

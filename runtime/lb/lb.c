@@ -480,10 +480,8 @@ void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now) {
   lb->pressure_ns = now;
 }
 
-double sluice__lb_pressure_sample(const sluice__lb *lb,
-                                  sluice__lb_dest *const *dests, size_t n,
+double sluice__lb_pressure_sample(sluice__lb_dest *const *dests, size_t n,
                                   size_t waiting, uint64_t now) {
-  (void)lb;
   double in_flight = (double)waiting, limit = 0, down = 0;
   for (size_t i = 0; i < n; i++) {
     const sluice__lb_dest *d = dests[i];

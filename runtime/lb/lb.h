@@ -335,8 +335,7 @@ void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now);
  * waiting against the usable destinations' limits (0 when none has a
  * limit: rr), or the largest downstream pressure a usable destination
  * reported lately, whichever is higher. */
-double sluice__lb_pressure_sample(const sluice__lb *lb,
-                                  sluice__lb_dest *const *dests, size_t n,
+double sluice__lb_pressure_sample(sluice__lb_dest *const *dests, size_t n,
                                   size_t waiting, uint64_t now);
 /* (Named _peer_report, not _peer_load: that is the report's type.) */
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,

@@ -264,15 +264,15 @@ static void pressure_sample_and_note(void **state) {
   b.est.in_flight = 3;
   off.est.in_flight = 10; /* not usable: not counted */
   sluice__lb_dest *ds[] = {&a, &b, &off};
-  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.5, 1e-9);
+  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.5, 1e-9);
   sluice__lb_peer_load l = {0.1, 100, 0, 0, 0.8};
   sluice__lb_peer_report(&lb, &b, &l, t);
-  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.8, 1e-9);
+  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.8, 1e-9);
   /* No limits (rr): only what the destinations report. */
   a.limit = b.limit = 0;
-  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0.8, 1e-9);
+  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.8, 1e-9);
   b.est.peer_down = -1;
-  assert_near(sluice__lb_pressure_sample(&lb, ds, 3, 2, t), 0, 1e-9);
+  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0, 1e-9);
   /* The first decision sets it; then each moves it by the time since the
    * previous one over the 100 ms time constant. */
   sluice__lb_pressure_note(&lb, 0.5, t);
