@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/pb.h"
+
 /* The library's own files (runtime/CMakeLists.txt embeds them, each a
  * FileDescriptorSet of one file). */
 extern const unsigned char sluice__fd_health[];
@@ -22,69 +24,6 @@ extern const unsigned char sluice__fd_reflection_v1[];
 extern const size_t sluice__fd_reflection_v1_size;
 extern const unsigned char sluice__fd_reflection_v1alpha[];
 extern const size_t sluice__fd_reflection_v1alpha_size;
-
-/* ---- reading protobuf */
-
-typedef struct rd {
-  const uint8_t *p, *end;
-} rd;
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-static int rd_varint(rd *r, uint64_t *v) {
-  uint64_t x = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (r->p >= r->end)
-      return -1;
-    uint8_t b = *r->p++;
-    x |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = x;
-      return 0;
-    }
-  }
-  return -1;
-}
-
-/* One field: its number and wire type; a LEN field's payload in *data,
- * *len; a varint's value in *val. Returns 1, 0 at the end, -1 when
- * malformed. */
-static int rd_field(rd *r, uint32_t *num, int *wt, const uint8_t **data,
-                    size_t *len, uint64_t *val) {
-  if (r->p >= r->end)
-    return 0;
-  uint64_t key;
-  if (rd_varint(r, &key) != 0 || (key >> 3) == 0 || (key >> 3) > 536870911)
-    return -1;
-  *num = (uint32_t)(key >> 3);
-  *wt = (int)(key & 7);
-  *data = NULL;
-  *len = 0;
-  *val = 0;
-  switch (*wt) {
-  case WT_VARINT:
-    return rd_varint(r, val) == 0 ? 1 : -1;
-  case WT_I64:
-  case WT_I32: {
-    size_t n = *wt == WT_I64 ? 8 : 4;
-    if ((size_t)(r->end - r->p) < n)
-      return -1;
-    r->p += n;
-    return 1;
-  }
-  case WT_LEN: {
-    uint64_t n;
-    if (rd_varint(r, &n) != 0 || n > (uint64_t)(r->end - r->p))
-      return -1;
-    *data = r->p;
-    *len = (size_t)n;
-    r->p += n;
-    return 1;
-  }
-  default:
-    return -1;
-  }
-}
 
 /* A LEN field as a NUL-terminated copy, or NULL without memory. */
 static char *dup_n(const uint8_t *data, size_t len) {
@@ -173,7 +112,7 @@ static int add_sym(sluice__reflection *r, char *name, size_t f) {
 /* The first string field num of a message, or (NULL, 0). */
 static int find_string(const uint8_t *data, size_t len, uint32_t want,
                        const uint8_t **out, size_t *out_len) {
-  rd r = {data, data + len};
+  sluice__pb r = {data, data + len};
   uint32_t num;
   int wt, rv;
   const uint8_t *d;
@@ -181,8 +120,8 @@ static int find_string(const uint8_t *data, size_t len, uint32_t want,
   uint64_t v;
   *out = NULL;
   *out_len = 0;
-  while ((rv = rd_field(&r, &num, &wt, &d, &n, &v)) == 1)
-    if (num == want && wt == WT_LEN && !*out) {
+  while ((rv = sluice__pb_field(&r, &num, &wt, &d, &n, &v)) == 1)
+    if (num == want && wt == SLUICE__PB_LEN && !*out) {
       *out = d;
       *out_len = n;
     }
@@ -192,20 +131,20 @@ static int find_string(const uint8_t *data, size_t len, uint32_t want,
 /* A FieldDescriptorProto of an extension, in scope prefix. */
 static int index_extension(sluice__reflection *r, const char *prefix,
                            const uint8_t *data, size_t len, size_t f) {
-  rd rr = {data, data + len};
+  sluice__pb rr = {data, data + len};
   uint32_t num;
   int wt, rv;
   const uint8_t *d, *name = NULL, *ext = NULL;
   size_t n, name_len = 0, ext_len = 0;
   uint64_t v, number = 0;
-  while ((rv = rd_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
-    if (num == 1 && wt == WT_LEN) {
+  while ((rv = sluice__pb_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
+    if (num == 1 && wt == SLUICE__PB_LEN) {
       name = d;
       name_len = n;
-    } else if (num == 2 && wt == WT_LEN) {
+    } else if (num == 2 && wt == SLUICE__PB_LEN) {
       ext = d;
       ext_len = n;
-    } else if (num == 3 && wt == WT_VARINT) {
+    } else if (num == 3 && wt == SLUICE__PB_VARINT) {
       number = v;
     }
   }
@@ -239,14 +178,14 @@ static int index_enum(sluice__reflection *r, const char *prefix,
   if (find_string(data, len, 1, &name, &name_len) < 0 || !name)
     return SLUICE_ERR_INVALID_ARG;
   int e = add_sym(r, join(prefix, name, name_len), f);
-  rd rr = {data, data + len};
+  sluice__pb rr = {data, data + len};
   uint32_t num;
   int wt, rv;
   const uint8_t *d;
   size_t n;
   uint64_t v;
-  while (e == 0 && (rv = rd_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
-    if (num != 2 || wt != WT_LEN)
+  while (e == 0 && (rv = sluice__pb_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
+    if (num != 2 || wt != SLUICE__PB_LEN)
       continue;
     const uint8_t *vn;
     size_t vn_len;
@@ -272,14 +211,14 @@ static int index_message(sluice__reflection *r, const char *prefix,
   int e = add_sym(r, full, f);
   if (e == 0 && !scope)
     e = SLUICE_ERR_NOMEM;
-  rd rr = {data, data + len};
+  sluice__pb rr = {data, data + len};
   uint32_t num;
   int wt, rv = 0;
   const uint8_t *d;
   size_t n;
   uint64_t v;
-  while (e == 0 && (rv = rd_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
-    if (wt != WT_LEN)
+  while (e == 0 && (rv = sluice__pb_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
+    if (wt != SLUICE__PB_LEN)
       continue;
     if (num == 3)
       e = index_message(r, scope, d, n, f, depth + 1);
@@ -308,14 +247,14 @@ static int index_service(sluice__reflection *r, const char *prefix,
   int e = add_sym(r, full, f);
   if (e == 0 && !scope)
     e = SLUICE_ERR_NOMEM;
-  rd rr = {data, data + len};
+  sluice__pb rr = {data, data + len};
   uint32_t num;
   int wt, rv;
   const uint8_t *d;
   size_t n;
   uint64_t v;
-  while (e == 0 && (rv = rd_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
-    if (num != 2 || wt != WT_LEN)
+  while (e == 0 && (rv = sluice__pb_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
+    if (num != 2 || wt != SLUICE__PB_LEN)
       continue;
     const uint8_t *mn;
     size_t mn_len;
@@ -380,14 +319,14 @@ static int index_file(sluice__reflection *r, const uint8_t *data, size_t len) {
   char *scope = dup_n(pkg ? pkg : (const uint8_t *)"", pkg_len);
   if (!scope)
     return SLUICE_ERR_NOMEM;
-  rd rr = {data, data + len};
+  sluice__pb rr = {data, data + len};
   uint32_t num;
   int wt, rv, e = 0;
   const uint8_t *d;
   size_t n;
   uint64_t v;
-  while (e == 0 && (rv = rd_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
-    if (wt != WT_LEN)
+  while (e == 0 && (rv = sluice__pb_field(&rr, &num, &wt, &d, &n, &v)) == 1) {
+    if (wt != SLUICE__PB_LEN)
       continue;
     if (num == 3) {
       char **deps = realloc(fl->deps, (fl->n_deps + 1) * sizeof *deps);
@@ -430,14 +369,14 @@ int sluice__reflection_add(sluice__reflection *r,
 /* The FileDescriptorProto inside a FileDescriptorSet of one file. */
 static sluice_file_descriptor from_set(const unsigned char *set, size_t len) {
   sluice_file_descriptor fd = {NULL, 0};
-  rd r = {set, set + len};
+  sluice__pb r = {set, set + len};
   uint32_t num;
   int wt;
   const uint8_t *d;
   size_t n;
   uint64_t v;
-  while (rd_field(&r, &num, &wt, &d, &n, &v) == 1)
-    if (num == 1 && wt == WT_LEN && !fd.data) {
+  while (sluice__pb_field(&r, &num, &wt, &d, &n, &v) == 1)
+    if (num == 1 && wt == SLUICE__PB_LEN && !fd.data) {
       fd.data = d;
       fd.size = n;
     }
@@ -513,7 +452,7 @@ static void wb_varint(wb *b, uint64_t v) {
 }
 
 static void wb_len(wb *b, uint32_t num, const void *data, size_t len) {
-  wb_varint(b, ((uint64_t)num << 3) | WT_LEN);
+  wb_varint(b, ((uint64_t)num << 3) | SLUICE__PB_LEN);
   wb_varint(b, len);
   wb_put(b, data, len);
 }
@@ -596,9 +535,9 @@ static const sluice_service_desc v1alpha_service = {V1ALPHA_SERVICE, 1,
 /* error_response (field 7) { error_code = 1, error_message = 2 }. */
 static void put_error(wb *b, int code, const char *what, const char *name) {
   wb e = {0};
-  wb_varint(&e, (1u << 3) | WT_VARINT);
+  wb_varint(&e, (1u << 3) | SLUICE__PB_VARINT);
   wb_varint(&e, (uint64_t)code);
-  wb_varint(&e, (2u << 3) | WT_LEN);
+  wb_varint(&e, (2u << 3) | SLUICE__PB_LEN);
   size_t wl = strlen(what), nl = strlen(name);
   wb_varint(&e, wl + nl);
   wb_put(&e, what, wl);
@@ -700,7 +639,7 @@ static void put_extension_numbers(const sluice__reflection *r, wb *b,
   wb_str(&en, 1, t);
   for (size_t i = 0; i < r->n_exts; i++)
     if (strcmp(r->exts[i].extendee, t) == 0) {
-      wb_varint(&en, (2u << 3) | WT_VARINT);
+      wb_varint(&en, (2u << 3) | SLUICE__PB_VARINT);
       wb_varint(&en, (uint64_t)(int64_t)r->exts[i].number);
     }
   if (en.failed)
@@ -721,9 +660,9 @@ static void answer(const sluice__reflection *r, const raw_msg *req, wb *b) {
     const ProtobufCMessageUnknownField *u = &req->base.unknown_fields[i];
     if (u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
       continue;
-    rd lr = {u->data, u->data + u->len};
+    sluice__pb lr = {u->data, u->data + u->len};
     uint64_t n;
-    if (rd_varint(&lr, &n) != 0 || n != (uint64_t)(lr.end - lr.p))
+    if (sluice__pb_varint(&lr, &n) != 0 || n != (uint64_t)(lr.end - lr.p))
       continue; /* cannot happen: protobuf-c checked it */
     if (u->tag == 1) {
       host = lr.p;
@@ -750,7 +689,7 @@ static void answer(const sluice__reflection *r, const raw_msg *req, wb *b) {
   char *name = NULL;
   int32_t number = 0;
   if (kind == 5) { /* ExtensionRequest { containing_type = 1, number = 2 } */
-    rd er = {arg, arg + arg_len};
+    sluice__pb er = {arg, arg + arg_len};
     uint32_t num;
     int wt, rv;
     const uint8_t *d;
@@ -758,11 +697,11 @@ static void answer(const sluice__reflection *r, const raw_msg *req, wb *b) {
     uint64_t v;
     const uint8_t *type = NULL;
     size_t type_len = 0;
-    while ((rv = rd_field(&er, &num, &wt, &d, &n, &v)) == 1) {
-      if (num == 1 && wt == WT_LEN) {
+    while ((rv = sluice__pb_field(&er, &num, &wt, &d, &n, &v)) == 1) {
+      if (num == 1 && wt == SLUICE__PB_LEN) {
         type = d;
         type_len = n;
-      } else if (num == 2 && wt == WT_VARINT) {
+      } else if (num == 2 && wt == SLUICE__PB_VARINT) {
         number = (int32_t)v;
       }
     }
@@ -845,7 +784,7 @@ static int send_raw(sluice_server_call *call, wb *b) {
   raw_msg m;
   resp_init(&m.base);
   /* Each field of b becomes one unknown field of an empty message. */
-  rd rr = {b->p, b->p + b->n};
+  sluice__pb rr = {b->p, b->p + b->n};
   size_t n = 0;
   ProtobufCMessageUnknownField *v = NULL;
   uint32_t num;
@@ -854,7 +793,7 @@ static int send_raw(sluice_server_call *call, wb *b) {
   size_t len;
   uint64_t val;
   const uint8_t *at = rr.p;
-  while (rd_field(&rr, &num, &wt, &d, &len, &val) == 1) {
+  while (sluice__pb_field(&rr, &num, &wt, &d, &len, &val) == 1) {
     ProtobufCMessageUnknownField *nv = realloc(v, (n + 1) * sizeof *nv);
     if (!nv) {
       free(v);
@@ -862,9 +801,9 @@ static int send_raw(sluice_server_call *call, wb *b) {
     }
     v = nv;
     /* data: the bytes after the key (the length prefix included). */
-    rd key = {at, rr.p};
+    sluice__pb key = {at, rr.p};
     uint64_t k;
-    rd_varint(&key, &k);
+    sluice__pb_varint(&key, &k);
     v[n].tag = num;
     v[n].wire_type = (ProtobufCWireType)wt;
     v[n].len = (size_t)(rr.p - key.p);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/pb.h"
+
 int sluice__health_request(const char *service, uint8_t **out, size_t *len) {
   size_t n = service ? strlen(service) : 0;
   if (n > 65535)
@@ -37,56 +39,18 @@ int sluice__health_request(const char *service, uint8_t **out, size_t *len) {
   return 0;
 }
 
-/* Reads a varint at p[*i..len). Returns 0, or -1 when truncated or longer
- * than 10 bytes. */
-static int varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v) {
-  uint64_t r = 0;
-  for (unsigned shift = 0; shift < 70; shift += 7) {
-    if (*i >= len)
-      return -1;
-    uint8_t b = p[(*i)++];
-    r |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = r;
-      return 0;
-    }
-  }
-  return -1;
-}
-
 int sluice__health_response(const uint8_t *p, size_t len, uint32_t *status) {
-  uint32_t st = 0;
-  size_t i = 0;
-  while (i < len) {
-    uint64_t key, v;
-    if (varint(p, len, &i, &key) != 0 || (key >> 3) == 0)
-      return -1;
-    switch (key & 7) {
-    case 0: /* varint */
-      if (varint(p, len, &i, &v) != 0)
-        return -1;
-      if ((key >> 3) == 1)
-        st = (uint32_t)v;
-      break;
-    case 1: /* 64-bit */
-      if (len - i < 8)
-        return -1;
-      i += 8;
-      break;
-    case 2: /* length-delimited */
-      if (varint(p, len, &i, &v) != 0 || v > len - i)
-        return -1;
-      i += (size_t)v;
-      break;
-    case 5: /* 32-bit */
-      if (len - i < 4)
-        return -1;
-      i += 4;
-      break;
-    default:
-      return -1;
-    }
-  }
+  sluice__pb r = {p, p + len};
+  uint32_t st = 0, num;
+  int wt, rv;
+  const uint8_t *d;
+  size_t n;
+  uint64_t v;
+  while ((rv = sluice__pb_field(&r, &num, &wt, &d, &n, &v)) == 1)
+    if (num == 1 && wt == SLUICE__PB_VARINT)
+      st = (uint32_t)v;
+  if (rv < 0)
+    return -1;
   *status = st;
   return 0;
 }

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_FIXED32 = 5 };
+#include "wire/pb.h"
 
 void sluice__orca_init(sluice__orca *r) {
   r->cpu_utilization = -1;
@@ -26,7 +26,7 @@ static void put_double(uint8_t *p, double d) {
 
 /* A fixed64 field (tag fits one byte: field numbers below 16). */
 static size_t put_fixed(uint8_t *p, unsigned field, double d) {
-  p[0] = (uint8_t)(field << 3 | WT_FIXED64);
+  p[0] = (uint8_t)(field << 3 | SLUICE__PB_I64);
   put_double(p + 1, d);
   return 9;
 }
@@ -36,9 +36,9 @@ static size_t put_fixed(uint8_t *p, unsigned field, double d) {
 static size_t put_metric(uint8_t *p, const char *key, double d) {
   size_t kl = strlen(key);
   size_t entry = 2 + kl + 9;
-  p[0] = (uint8_t)(8u << 3 | WT_LEN);
+  p[0] = (uint8_t)(8u << 3 | SLUICE__PB_LEN);
   p[1] = (uint8_t)entry;
-  p[2] = (uint8_t)(1u << 3 | WT_LEN);
+  p[2] = (uint8_t)(1u << 3 | SLUICE__PB_LEN);
   p[3] = (uint8_t)kl;
   memcpy(p + 4, key, kl);
   put_fixed(p + 4 + kl, 2, d);
@@ -68,104 +68,34 @@ size_t sluice__orca_encode(const sluice__orca *r, uint8_t *buf, size_t cap) {
   return n;
 }
 
-/* ---- decoding */
+/* ---- decoding (wire/pb.h) */
 
-typedef struct reader {
-  const uint8_t *p, *end;
-} reader;
-
-static int get_varint(reader *r, uint64_t *out) {
-  uint64_t v = 0;
-  for (unsigned shift = 0; shift < 64; shift += 7) {
-    if (r->p == r->end)
-      return -1;
-    uint8_t b = *r->p++;
-    v |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *out = v;
-      return 0;
-    }
-  }
-  return -1; /* more than 10 bytes */
-}
-
-static int get_double(reader *r, double *out) {
-  if (r->end - r->p < 8)
-    return -1;
-  uint64_t u = 0;
-  for (int i = 7; i >= 0; i--)
-    u = u << 8 | r->p[i];
-  r->p += 8;
-  memcpy(out, &u, sizeof *out);
-  return 0;
-}
-
-/* Reads a tag; *field 0 is invalid. */
-static int get_tag(reader *r, uint64_t *field, unsigned *wt) {
-  uint64_t t;
-  if (get_varint(r, &t) != 0)
-    return -1;
-  *field = t >> 3;
-  *wt = (unsigned)(t & 7);
-  return *field == 0 ? -1 : 0;
-}
-
-/* A length-delimited payload: [*sub, *sub + *n). */
-static int get_len(reader *r, const uint8_t **sub, size_t *n) {
-  uint64_t l;
-  if (get_varint(r, &l) != 0 || l > (uint64_t)(r->end - r->p))
-    return -1;
-  *sub = r->p;
-  *n = (size_t)l;
-  r->p += l;
-  return 0;
-}
-
-static int skip(reader *r, unsigned wt) {
-  uint64_t v;
-  const uint8_t *s;
-  size_t n;
-  switch (wt) {
-  case WT_VARINT:
-    return get_varint(r, &v);
-  case WT_FIXED64:
-    if (r->end - r->p < 8)
-      return -1;
-    r->p += 8;
-    return 0;
-  case WT_LEN:
-    return get_len(r, &s, &n);
-  case WT_FIXED32:
-    if (r->end - r->p < 4)
-      return -1;
-    r->p += 4;
-    return 0;
-  default: /* groups (3, 4) and reserved types */
-    return -1;
-  }
+static double as_double(const uint8_t *p) {
+  uint64_t u = sluice__pb_fixed64(p);
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
 }
 
 /* One named_metrics entry; a missing value is 0 (the proto default). */
 static int get_metric(const uint8_t *p, size_t len, sluice__orca *out) {
-  reader r = {p, p + len};
-  const uint8_t *key = NULL;
-  size_t kl = 0;
+  sluice__pb r = {p, p + len};
+  const uint8_t *key = NULL, *d;
+  size_t kl = 0, n;
   double value = 0;
-  while (r.p < r.end) {
-    uint64_t field;
-    unsigned wt;
-    if (get_tag(&r, &field, &wt) != 0)
-      return -1;
-    if (field == 1 && wt == WT_LEN) {
-      if (get_len(&r, &key, &kl) != 0)
-        return -1;
-    } else if (field == 2 && wt == WT_FIXED64) {
-      if (get_double(&r, &value) != 0)
-        return -1;
-    } else if (skip(&r, wt) != 0) {
-      return -1;
+  uint32_t field;
+  int wt, rv;
+  uint64_t v;
+  while ((rv = sluice__pb_field(&r, &field, &wt, &d, &n, &v)) == 1) {
+    if (field == 1 && wt == SLUICE__PB_LEN) {
+      key = d;
+      kl = n;
+    } else if (field == 2 && wt == SLUICE__PB_I64) {
+      value = as_double(d);
     }
   }
+  if (rv < 0)
+    return -1;
   if (!key)
     return 0;
   if (kl == 8 && memcmp(key, "queue_ms", 8) == 0)
@@ -181,15 +111,16 @@ int sluice__orca_decode(const uint8_t *p, size_t len, sluice__orca *out) {
   sluice__orca_init(out);
   if (!p && len)
     return -1;
-  reader r = {p, p + len};
+  sluice__pb r = {p, p + len};
   double rps_int = -1;
-  while (r.p < r.end) {
-    uint64_t field;
-    unsigned wt;
-    if (get_tag(&r, &field, &wt) != 0)
-      return -1;
+  const uint8_t *d;
+  size_t n;
+  uint32_t field;
+  int wt, rv;
+  uint64_t v;
+  while ((rv = sluice__pb_field(&r, &field, &wt, &d, &n, &v)) == 1) {
     double *dst = NULL;
-    if (wt == WT_FIXED64) {
+    if (wt == SLUICE__PB_I64) {
       if (field == 1)
         dst = &out->cpu_utilization;
       else if (field == 2)
@@ -199,23 +130,15 @@ int sluice__orca_decode(const uint8_t *p, size_t len, sluice__orca *out) {
       else if (field == 9)
         dst = &out->application_utilization;
     }
-    if (dst) {
-      if (get_double(&r, dst) != 0)
-        return -1;
-    } else if (field == 3 && wt == WT_VARINT) {
-      uint64_t v;
-      if (get_varint(&r, &v) != 0)
-        return -1;
+    if (dst)
+      *dst = as_double(d);
+    else if (field == 3 && wt == SLUICE__PB_VARINT)
       rps_int = (double)v;
-    } else if (field == 8 && wt == WT_LEN) {
-      const uint8_t *sub;
-      size_t n;
-      if (get_len(&r, &sub, &n) != 0 || get_metric(sub, n, out) != 0)
-        return -1;
-    } else if (skip(&r, wt) != 0) {
+    else if (field == 8 && wt == SLUICE__PB_LEN && get_metric(d, n, out) != 0)
       return -1;
-    }
   }
+  if (rv < 0)
+    return -1;
   if (!(out->rps_fractional >= 0) && rps_int >= 0)
     out->rps_fractional = rps_int;
   /* Negative or NaN values cannot be told from "absent". */
