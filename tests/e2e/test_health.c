@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health.sluice.h"
+#include "grpc/health/v1/health.sluice.h"
 
 typedef Grpc__Health__V1__HealthCheckRequest hc_req;
 typedef Grpc__Health__V1__HealthCheckResponse hc_resp;
