@@ -54,7 +54,7 @@ WATCH = "/grpc.health.v1.Health/Watch"
 SAY_HELLO = "/helloworld.Greeter/SayHello"
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEALTH_PROTO = os.path.abspath(os.environ.get("HEALTH_PROTO") or os.path.join(
-    HERE, "..", "e2e", "health.proto"))
+    HERE, "..", "..", "proto", "grpc", "health", "v1", "health.proto"))
 
 
 class Peer:
