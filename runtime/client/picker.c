@@ -201,8 +201,12 @@ static int refresh_views(sluice__picker *p, sluice__subchannel **scs,
   for (size_t i = 0; i < n; i++) {
     sluice__subchannel *sc = scs[i];
     /* Health checking (A17) vetoes under every strategy. */
-    sc->lb.usable = sc->state == SLUICE__SC_READY && sc->conn != NULL &&
-                    sluice__subchannel_healthy(sc);
+    int usable = sc->state == SLUICE__SC_READY && sc->conn != NULL &&
+                 sluice__subchannel_healthy(sc);
+    if (usable != sc->lb.usable) {
+      sc->lb.usable = usable;
+      sluice__lb_changed(&p->lb); /* a remembered saturation is stale */
+    }
     p->views[i] = &sc->lb;
   }
   return 0;
@@ -235,8 +239,11 @@ static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
     avoid->lb.usable = 0;
   sluice__lb_verdict v =
       sluice__lb_pick(&p->lb, p->views, n, &pk->lbc, t0, &idx);
-  if (avoid)
+  if (avoid) {
     avoid->lb.usable = 1;
+    /* What this pick found without it says nothing of the next one. */
+    sluice__lb_changed(&p->lb);
+  }
   uint64_t t1 = sluice_now_ns();
   *now = t1;
   if (v == SLUICE__LB_PICKED) {

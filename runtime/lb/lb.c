@@ -86,6 +86,7 @@ void sluice__lb_config_default(sluice__lb_config *c) {
   c->btc_high = 0.9;
   c->btc_dwell_ns = 200 * UINT64_C(1000000);
   c->lcc_p2c = 0;
+  c->scan_max = 16;
   c->eject_consecutive = 5;
   c->eject_ratio = 0.85;
   c->eject_min_calls = 20;
@@ -118,7 +119,10 @@ void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
   /* Fixed seed: runs are reproducible; p2c needs spread, not secrecy. */
   lb->rng = UINT64_C(0x9E3779B97F4A7C15);
   lb->pressure = -1;
+  lb->gen = 1;
 }
+
+void sluice__lb_changed(sluice__lb *lb) { lb->gen++; }
 
 void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   memset(d, 0, sizeof *d);
@@ -128,6 +132,7 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   d->last_action_ns = now;
   if (lb->ops->dest_init)
     lb->ops->dest_init(lb, d, now);
+  lb->gen++;
 }
 
 /* --- outlier ejection (see the top comment) ------------------------------ */
@@ -265,6 +270,7 @@ static void restart(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   d->last_action_ns = now;
   if (lb->ops->dest_init)
     lb->ops->dest_init(lb, d, now);
+  lb->gen++;
 }
 
 static void eject(const sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
@@ -340,6 +346,7 @@ static sluice__lb_verdict pick_ejecting(sluice__lb *lb,
       }
     }
     if (ejected > before) { /* drop the newly ejected from the candidates */
+      lb->gen++;
       size_t k = 0;
       for (size_t j = 0; j < m; j++)
         if (!sluice__lb_ejected(cand[j], now)) {
@@ -382,6 +389,7 @@ sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
 
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
                      const sluice__lb_call *call, uint64_t now) {
+  lb->gen++;
   d->stats.sent++;
   sluice__lb_est_sent(&d->est, call, now);
   if (lb->ops->on_sent)
@@ -390,7 +398,7 @@ void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
 
 void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
                        const sluice__lb_call *call) {
-  (void)lb;
+  lb->gen++;
   if (d->stats.sent)
     d->stats.sent--;
   if (d->est.in_flight)
@@ -427,6 +435,7 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
                          const sluice__lb_call *call, uint64_t latency_ns,
                          sluice_status_code code, uint32_t resp_size,
                          uint64_t now) {
+  lb->gen++;
   sluice__histogram_record(&d->stats.latency, latency_ns / 1000);
   if (code == SLUICE_STATUS_OK)
     d->stats.ok++;
@@ -441,6 +450,7 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
 
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_peer_load *l, uint64_t now) {
+  lb->gen++;
   sluice__lb_est_peer_load(&d->est, l, now);
   d->est.chain_busy = !lb->inner && l->downstream >= SLUICE__LB_CHAIN_BUSY;
   if (lb->ops->on_peer_load)
@@ -569,11 +579,13 @@ static sluice__lb_verdict most_common(const unsigned cnt[5]) {
   return v;
 }
 
-sluice__lb_verdict sluice__lb_pick_least(
+/* The exact pick: every destination looked at. *deadline counts the
+ * refusals for the call's deadline. */
+static sluice__lb_verdict scan_least(
     sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
     const sluice__lb_call *call, uint64_t now,
     int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
-    size_t *chosen) {
+    size_t *chosen, unsigned *deadline) {
   unsigned cnt[5] = {0};
   size_t usable = 0, best = n;
   int best_t = 0;
@@ -602,12 +614,74 @@ sluice__lb_verdict sluice__lb_pick_least(
     best_t = t;
     best_k = kd;
   }
+  *deadline = cnt[SLUICE__LB_DEADLINE];
   if (best < n) {
     *chosen = best;
     lb->rr_next = best + 1 < n ? best + 1 : 0;
     return SLUICE__LB_PICKED;
   }
   return usable ? most_common(cnt) : SLUICE__LB_NONE;
+}
+
+sluice__lb_verdict sluice__lb_pick_least(
+    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
+    const sluice__lb_call *call, uint64_t now,
+    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
+    size_t *chosen) {
+  unsigned deadline = 0;
+  if (!lb->cfg.scan_max || n <= lb->cfg.scan_max)
+    return scan_least(lb, dests, n, call, now, tier, chosen, &deadline);
+  uint32_t path = call->path_id < SLUICE__LB_MAX_PATHS
+                      ? call->path_id
+                      : SLUICE__LB_MAX_PATHS - 1;
+  if (lb->full_gen == lb->gen && lb->full_n == n && lb->full_path == path)
+    return lb->full_verdict; /* nothing changed since every one refused */
+  /* Power of d choices (d = SLUICE__LB_CHOICES). Sampled with
+   * replacement: a repeat of the best so far is skipped, a repeat of a
+   * refusal costs one more check. The samples of a round are fetched
+   * before any is read, so that with thousands of destinations (each a
+   * cache and TLB miss) their misses overlap instead of adding up. */
+  size_t best = n, found = 0;
+  int best_t = 0;
+  double best_k = 0;
+  for (int k = 0; k < SLUICE__LB_PROBES && found < SLUICE__LB_CHOICES;) {
+    size_t idx[SLUICE__LB_CHOICES];
+    int m = 0;
+    for (; m < SLUICE__LB_CHOICES && k < SLUICE__LB_PROBES; m++, k++) {
+      idx[m] = sluice__lb_rand(lb, n);
+      __builtin_prefetch(dests[idx[m]]);
+    }
+    for (int j = 0; j < m && found < SLUICE__LB_CHOICES; j++) {
+      size_t i = idx[j];
+      const sluice__lb_dest *d = dests[i];
+      if (i == best || !d->usable ||
+          sluice__lb_check(lb, d, call, now) != SLUICE__LB_PICKED)
+        continue;
+      found++;
+      int t = tier ? tier(lb, d, now) : 0;
+      double kd = sluice__lb_load(d);
+      if (best == n || t < best_t || (t == best_t && kd < best_k)) {
+        best = i;
+        best_t = t;
+        best_k = kd;
+      }
+    }
+  }
+  if (best < n) {
+    *chosen = best;
+    return SLUICE__LB_PICKED;
+  }
+  sluice__lb_verdict v =
+      scan_least(lb, dests, n, call, now, tier, chosen, &deadline);
+  /* Remembered only when the refusals were all limits, which depend on
+   * the destinations and the path, not on the call's deadline or now. */
+  if ((v == SLUICE__LB_OVER_LIMIT || v == SLUICE__LB_PATH_LIMIT) && !deadline) {
+    lb->full_gen = lb->gen;
+    lb->full_n = n;
+    lb->full_path = path;
+    lb->full_verdict = v;
+  }
+  return v;
 }
 
 size_t sluice__lb_rand(sluice__lb *lb, size_t n) {

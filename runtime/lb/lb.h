@@ -24,6 +24,11 @@
 /* Paths (methods) tracked separately per destination; a channel's paths
  * beyond this share the last slot. */
 #define SLUICE__LB_MAX_PATHS 8
+/* Sampled picks (sluice__lb_pick_least): destinations sampled at most
+ * to find two that qualify, before the full scan. */
+#define SLUICE__LB_PROBES 8
+/* ... and how many qualifying destinations are compared. */
+#define SLUICE__LB_CHOICES 3
 /* Successful calls a destination must have answered before a call is
  * refused for its deadline there. */
 #define SLUICE__LB_MIN_SAMPLES 8
@@ -65,6 +70,10 @@ typedef struct sluice__lb_config {
   double btc_low, btc_high;  /* 0.5, 0.9: segment thresholds, both axes */
   uint64_t btc_dwell_ns;     /* 200 ms: minimum time between BTC actions */
   int lcc_p2c;               /* 0: ties by round robin; 1: power of 2 choices */
+  uint32_t scan_max;         /* 16: with more destinations than this, lcc,
+                                bcc and btc pick the better of two sampled
+                                ones instead of scanning them all
+                                (sluice__lb_pick_least); 0 = always scan */
   /* Outlier ejection (lb.c, every strategy, rr too): a destination whose
    * calls fail for its own fault (UNAVAILABLE, INTERNAL, UNIMPLEMENTED,
    * UNKNOWN, DATA_LOSS) is not picked for a while. See "Outlier
@@ -117,8 +126,12 @@ typedef struct sluice__lb_peer_load {
 
 /* Measurements of one destination, kept by lb_est.c for every strategy. */
 typedef struct sluice__lb_est {
+  /* First what every pick reads (admission, the evidence test of the
+   * deadline check): with sluice__lb_dest's usable and limit, one cache
+   * line per destination looked at. */
   uint32_t in_flight;
   uint32_t path_in_flight[SLUICE__LB_MAX_PATHS];
+  uint64_t samples;   /* completed calls measured */
   double lat_ewma_ns; /* EWMA of completed calls' latency; 0 = none yet */
   double lat_min_ns;  /* windowed minimum: the no-load latency; 0 = none */
   uint64_t lat_min_since_ns;
@@ -144,7 +157,6 @@ typedef struct sluice__lb_est {
                        pressure is at least SLUICE__LB_CHAIN_BUSY (lb.c) */
   double peer_queue_ms;
   uint64_t peer_load_ns;
-  uint64_t samples; /* completed calls measured */
 } sluice__lb_est;
 
 void sluice__lb_est_init(sluice__lb_est *e, const sluice__lb_config *cfg,
@@ -222,9 +234,9 @@ typedef struct sluice__lb_stats {
 /* One destination as the balancer sees it. (A field added here must be
  * reset by lb.c's restart() too, when an ejection ends.) */
 typedef struct sluice__lb_dest {
-  int usable; /* connected: may be picked (set by the channel) */
+  int usable;   /* connected: may be picked (set by the channel) */
+  double limit; /* the strategy's admission limit; 0 = none (rr) */
   sluice__lb_est est;
-  double limit;    /* the strategy's admission limit; 0 = none (rr) */
   double cap;      /* btc: capacity estimate, calls/s, learnt while the
                       destination queued; 0 = not known yet */
   double rate_avg; /* btc: rate_calls smoothed over windows, calls/s */
@@ -242,11 +254,12 @@ typedef struct sluice__lb_ops {
   const char *name;
   /* Sets up d's strategy fields (limit, state). */
   void (*dest_init)(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
-  /* Chooses among dests[0..n) whose usable flag is set. O(1) for rr,
-   * O(n) at worst for the others. Returns PICKED with *chosen set, or why
-   * not. While a destination is ejected, dests is the channel's usable
-   * destinations minus the ejected ones (sluice__lb_pick): an index means
-   * something within one call only (rr_next is a starting point, no
+  /* Chooses among dests[0..n) whose usable flag is set. O(1) for rr; for
+   * the others O(n) up to cfg.scan_max destinations and O(1) beyond but
+   * for a scan when no sample qualifies (sluice__lb_pick_least). Returns PICKED
+   * with *chosen set, or why not. While a destination is ejected, dests is the
+   * channel's usable destinations minus the ejected ones (sluice__lb_pick): an
+   * index means something within one call only (rr_next is a starting point, no
    * more). */
   sluice__lb_verdict (*pick)(sluice__lb *lb, sluice__lb_dest *const *dests,
                              size_t n, const sluice__lb_call *call,
@@ -273,6 +286,18 @@ struct sluice__lb {
   uint64_t rng;    /* xorshift state (p2c) */
   int eject_check; /* a destination may be ejected or suspect: pick
                       looks (0: it calls the strategy at once) */
+  /* Sampled picks (scan_max): gen counts every event that may let a
+   * destination admit a call it refused (a completion, a sent call, a load
+   * report, a destination's (re)start, sluice__lb_changed). A full scan
+   * that found every usable destination at its limits for a path is
+   * remembered, so that while nothing changes the calls of that path are
+   * refused in O(1), not by a scan each: an overloaded channel of 10,000
+   * destinations drops at the cost of a small one. */
+  uint64_t gen;
+  uint64_t full_gen;  /* gen of the remembered scan; 0 = none */
+  size_t full_n;      /* its number of destinations */
+  uint32_t full_path; /* its call's path */
+  sluice__lb_verdict full_verdict;
   /* Back-pressure through a chain (docs/flow-control.md). inner: this
    * channel's calls are made by a server's handlers (set at the first
    * child call, and kept): the downstream pressure its destinations report
@@ -370,16 +395,25 @@ int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
 double sluice__lb_load(const sluice__lb_dest *d);
 /* The least loaded (sluice__lb_load) of the usable dests that admit call
  * and can answer it in time, the scan starting after the last pick so
- * ties go round robin. tier (may be NULL) ranks before the load: a lower
- * tier always wins (btc: not saturated before saturated). Returns PICKED
- * with *chosen set, NONE when nothing is usable, else the most frequent
- * refusal (capacity reasons first on a tie). lcc, bcc and btc pick with
- * it. */
+ * ties go round robin. With more than cfg.scan_max destinations, O(1):
+ * the better of two sampled destinations that qualify (Envoy's
+ * least_request: power of two choices), up to SLUICE__LB_PROBES samples
+ * to find them, and the full scan only when no sample qualifies (so a
+ * call is never refused while some destination could take it; a scan
+ * that refuses is remembered, see sluice__lb.gen). tier (may be NULL) ranks
+ * before the load: a lower tier always wins (btc: not saturated before
+ * saturated). Returns PICKED with *chosen set, NONE when nothing is usable,
+ * else the most frequent refusal (capacity reasons first on a tie). lcc, bcc
+ * and btc pick with it. */
 sluice__lb_verdict sluice__lb_pick_least(
     sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
     const sluice__lb_call *call, uint64_t now,
     int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
     size_t *chosen);
+/* Something the balancer does not see changed what a destination may
+ * admit (the channel changed usable flags, or the destination set):
+ * forget the remembered saturation (see sluice__lb.gen). */
+void sluice__lb_changed(sluice__lb *lb);
 /* xorshift64* in [0, n). */
 size_t sluice__lb_rand(sluice__lb *lb, size_t n);
 

@@ -805,11 +805,132 @@ static void bcc_peer_load(void **state) {
   assert_true(d->limit < 100 && d->limit > d->est.limit * 0.99);
 }
 
+/* --- many destinations: sampled picks ------------------------------------ */
+
+/* n destinations of capacities 1000 : 500 : 250 in turn, offered load x
+ * their total; scan_max 0 = the exact scan. */
+typedef struct many_result {
+  double ok_share;  /* ok / offered */
+  double p99_ms;    /* accepted calls */
+  double split;     /* ok per 1000-destination / ok per 250-destination */
+  uint64_t dropped; /* refused over limit */
+  uint64_t ok;
+} many_result;
+
+static many_result many(const sluice__lb_ops *ops, size_t n, double load,
+                        uint32_t scan_max) {
+  sluice__lb_config cfg;
+  sluice__lb_config_default(&cfg);
+  cfg.scan_max = scan_max;
+  lb_sim *s = lb_sim_new(ops, &cfg, n, 7);
+  double total = 0;
+  for (size_t i = 0; i < n; i++) {
+    double cap = i % 3 == 0 ? 1000 : i % 3 == 1 ? 500 : 250;
+    lb_sim_dest_set(s, i, cap, 8);
+    total += cap;
+  }
+  s->flow[0].rate = load * total;
+  lb_sim_run(s, 3 * SEC);
+  lb_sim_reset_stats(s);
+  lb_sim_run(s, 4 * SEC);
+  many_result r;
+  uint64_t ok_fast = 0, ok_slow = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i % 3 == 0)
+      ok_fast += s->dest[i].ok;
+    else if (i % 3 == 2)
+      ok_slow += s->dest[i].ok;
+  }
+  r.ok = s->ok;
+  r.ok_share = (double)s->ok / (double)s->offered;
+  r.p99_ms = sluice__histogram_percentile(&s->lat_us, 99) / 1e3;
+  r.split = ok_slow ? (double)ok_fast / (double)ok_slow : 0;
+  r.dropped = s->dropped[SLUICE__LB_OVER_LIMIT];
+  printf("  %s %zu destinations, %.0f%% load, %s: ok %.3f of offered, p99 "
+         "%.1f ms, split 1000:250 %.2f, dropped %llu\n",
+         ops->name, n, load * 100, scan_max ? "sampled" : "scan", r.ok_share,
+         r.p99_ms, r.split, (unsigned long long)r.dropped);
+  lb_sim_free(s);
+  return r;
+}
+
+/* With more destinations than scan_max, lcc, bcc and btc sample two
+ * (power of two choices) instead of scanning: the decisions must stay as
+ * good as the exact scan's -- split by capacity, nothing dropped below
+ * capacity, the same goodput and a comparable tail in overload. */
+static void many_destinations_sampled(void **state) {
+  (void)state;
+  const sluice__lb_ops *ops[] = {&sluice__lb_lcc, &sluice__lb_bcc,
+                                 &sluice__lb_btc};
+  for (size_t k = 0; k < 3; k++) {
+    many_result scan = many(ops[k], 60, 0.8, 0);
+    many_result smp = many(ops[k], 60, 0.8, 16);
+    assert_true(smp.ok_share > 0.99);
+    assert_true(smp.split > 2.0); /* 4 by capacity */
+    assert_true(smp.p99_ms < 2 * scan.p99_ms + 5);
+    scan = many(ops[k], 60, 2.0, 0);
+    smp = many(ops[k], 60, 2.0, 16);
+    assert_true(smp.ok > 0.95 * scan.ok);
+    assert_true(smp.dropped > 0);
+    assert_true(smp.p99_ms < 2 * scan.p99_ms + 5);
+  }
+}
+
+/* An overloaded channel of many destinations: once a scan found them all
+ * at their limits, refusals cost O(1) until something changes. */
+static void many_destinations_saturated(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  static sluice__lb_dest d[N];
+  sluice__lb_dest *v[N];
+  sluice__lb lb;
+  sluice__lb_config cfg;
+  sluice__lb_config_default(&cfg);
+  cfg.initial_limit = 2;
+  sluice__lb_init(&lb, &sluice__lb_lcc, &cfg);
+  sluice__lb_call c = {0, 100, 0, 0, 0};
+  for (size_t i = 0; i < N; i++) {
+    sluice__lb_dest_init(&lb, &d[i], SEC);
+    d[i].usable = 1;
+    v[i] = &d[i];
+    sluice__lb_sent(&lb, &d[i], &c, SEC);
+    sluice__lb_sent(&lb, &d[i], &c, SEC);
+  }
+  size_t chosen = N;
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
+                   SLUICE__LB_OVER_LIMIT);
+  uint64_t gen = lb.full_gen;
+  assert_true(gen == lb.gen);
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
+                   SLUICE__LB_OVER_LIMIT);
+  /* One completion anywhere: the next pick finds that destination. */
+  sluice__lb_complete(&lb, &d[777], &c, MS, SLUICE_STATUS_OK, 10, SEC + MS);
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+                   SLUICE__LB_PICKED);
+  assert_int_equal(chosen, 777);
+  sluice__lb_sent(&lb, &d[777], &c, SEC + MS);
+  sluice__lb_sent(&lb, &d[777], &c, SEC + MS); /* past its grown limit */
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+                   SLUICE__LB_OVER_LIMIT);
+  /* A destination made usable by the channel (sluice__lb_changed). */
+  sluice__lb_dest_init(&lb, &d[5], SEC);
+  d[5].usable = 0;
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+                   SLUICE__LB_OVER_LIMIT);
+  d[5].usable = 1;
+  sluice__lb_changed(&lb);
+  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+                   SLUICE__LB_PICKED);
+  assert_int_equal(chosen, 5);
+}
+
 /* --- cost of a pick ------------------------------------------------------- */
 
+#define COST_MAX 10000
+
 static double pick_ns(const sluice__lb_ops *ops, size_t n) {
-  static sluice__lb_dest d[100];
-  sluice__lb_dest *v[100];
+  static sluice__lb_dest d[COST_MAX];
+  static sluice__lb_dest *v[COST_MAX];
   sluice__lb lb;
   sluice__lb_init(&lb, ops, NULL);
   sluice__lb_call c = {0, 100, SEC * 100, 0, 0};
@@ -841,9 +962,10 @@ static void pick_cost(void **state) {
   const sluice__lb_ops *ops[] = {&sluice__lb_rr, &sluice__lb_lcc,
                                  &sluice__lb_bcc, &sluice__lb_btc};
   for (size_t k = 0; k < 4; k++)
-    printf("  pick cost %s: %.1f ns with 3 destinations, %.1f ns with 100 "
-           "(not asserted)\n",
-           ops[k]->name, pick_ns(ops[k], 3), pick_ns(ops[k], 100));
+    printf("  pick cost %s: %.1f ns with 3 destinations, %.1f ns with 100, "
+           "%.1f ns with 1000, %.1f ns with 10000 (not asserted)\n",
+           ops[k]->name, pick_ns(ops[k], 3), pick_ns(ops[k], 100),
+           pick_ns(ops[k], 1000), pick_ns(ops[k], 10000));
 }
 
 int main(void) {
@@ -868,6 +990,8 @@ int main(void) {
       cmocka_unit_test(dest_down_and_back),
       cmocka_unit_test(fail_fast_destination_avoided),
       cmocka_unit_test(bcc_peer_load),
+      cmocka_unit_test(many_destinations_sampled),
+      cmocka_unit_test(many_destinations_saturated),
       cmocka_unit_test(pick_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
