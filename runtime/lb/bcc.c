@@ -107,8 +107,7 @@ static int congested(const sluice__lb *lb, const sluice__lb_dest *d,
     return 1;
   if (sluice__lb_est_peer_idle(e, now))
     return 0; /* the server says it is not busy: no queue there */
-  uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
-                                                    : SLUICE__LB_MAX_PATHS - 1;
+  uint32_t p = sluice__lb_path(call);
   double min = e->path_lat_min_ns[p], avg = e->path_lat_ewma_ns[p];
   return min > 0 && avg > sluice__lb_allowed_latency(&lb->cfg, min);
 }

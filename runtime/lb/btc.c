@@ -384,10 +384,7 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
   /* est_done has just run: a window closed at this completion when its
    * start moved to now. */
   if (pressure || d->est.win_start_ns == now)
-    evaluate(lb, d,
-             call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
-                                                  : SLUICE__LB_MAX_PATHS - 1,
-             pressure, now);
+    evaluate(lb, d, sluice__lb_path(call), pressure, now);
 }
 
 /* Unstable, and measured lately. A saturated destination that no longer

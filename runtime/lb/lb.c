@@ -403,8 +403,7 @@ void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
     d->stats.sent--;
   if (d->est.in_flight)
     d->est.in_flight--;
-  uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
-                                                    : SLUICE__LB_MAX_PATHS - 1;
+  uint32_t p = sluice__lb_path(call);
   if (d->est.path_in_flight[p])
     d->est.path_in_flight[p]--;
 }
@@ -527,8 +526,7 @@ static sluice__lb_verdict admit(const sluice__lb *lb, const sluice__lb_dest *d,
   if (limit <= 0)
     return SLUICE__LB_PICKED;
   const sluice__lb_est *e = &d->est;
-  uint32_t p = call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
-                                                    : SLUICE__LB_MAX_PATHS - 1;
+  uint32_t p = sluice__lb_path(call);
   double mine = e->path_in_flight[p], all = e->in_flight;
   int others = all > mine;
   double share = lb->cfg.path_share * limit;
@@ -579,6 +577,11 @@ static sluice__lb_verdict most_common(const unsigned cnt[5]) {
   return v;
 }
 
+/* The least-loaded order: a lower tier first, then the lower load. */
+static int ranks_before(int t, double k, int best_t, double best_k) {
+  return t < best_t || (t == best_t && k < best_k);
+}
+
 /* The exact pick: every destination looked at. *deadline counts the
  * refusals for the call's deadline. */
 static sluice__lb_verdict scan_least(
@@ -603,7 +606,7 @@ static sluice__lb_verdict scan_least(
     }
     int t = tier ? tier(lb, d, now) : 0;
     double kd = sluice__lb_load(d);
-    if (best < n && (t > best_t || (t == best_t && kd >= best_k)))
+    if (best < n && !ranks_before(t, kd, best_t, best_k))
       continue;
     /* The deadline estimate costs divisions: only for a new best. */
     if (!sluice__lb_in_time(d, call, now)) {
@@ -631,9 +634,7 @@ sluice__lb_verdict sluice__lb_pick_least(
   unsigned deadline = 0;
   if (!lb->cfg.scan_max || n <= lb->cfg.scan_max)
     return scan_least(lb, dests, n, call, now, tier, chosen, &deadline);
-  uint32_t path = call->path_id < SLUICE__LB_MAX_PATHS
-                      ? call->path_id
-                      : SLUICE__LB_MAX_PATHS - 1;
+  uint32_t path = sluice__lb_path(call);
   if (lb->full_gen == lb->gen && lb->full_n == n && lb->full_path == path)
     return lb->full_verdict; /* nothing changed since every one refused */
   /* Power of d choices (d = SLUICE__LB_CHOICES). Sampled with
@@ -660,7 +661,7 @@ sluice__lb_verdict sluice__lb_pick_least(
       found++;
       int t = tier ? tier(lb, d, now) : 0;
       double kd = sluice__lb_load(d);
-      if (best == n || t < best_t || (t == best_t && kd < best_k)) {
+      if (best == n || ranks_before(t, kd, best_t, best_k)) {
         best = i;
         best_t = t;
         best_k = kd;

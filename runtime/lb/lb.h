@@ -25,7 +25,7 @@
  * beyond this share the last slot. */
 #define SLUICE__LB_MAX_PATHS 8
 /* Sampled picks (sluice__lb_pick_least): destinations sampled at most
- * to find two that qualify, before the full scan. */
+ * to find SLUICE__LB_CHOICES that qualify, before the full scan ... */
 #define SLUICE__LB_PROBES 8
 /* ... and how many qualifying destinations are compared. */
 #define SLUICE__LB_CHOICES 3
@@ -71,7 +71,7 @@ typedef struct sluice__lb_config {
   uint64_t btc_dwell_ns;     /* 200 ms: minimum time between BTC actions */
   int lcc_p2c;               /* 0: ties by round robin; 1: power of 2 choices */
   uint32_t scan_max;         /* 16: with more destinations than this, lcc,
-                                bcc and btc pick the better of two sampled
+                                bcc and btc pick the best of three sampled
                                 ones instead of scanning them all
                                 (sluice__lb_pick_least); 0 = always scan */
   /* Outlier ejection (lb.c, every strategy, rr too): a destination whose
@@ -112,6 +112,13 @@ typedef struct sluice__lb_call {
               * (sluice_call_opts_set_parent): the channel is inside a
               * chain, not at its edge (see sluice__lb.inner) */
 } sluice__lb_call;
+
+/* The slot of call's path: its path_id, paths beyond the last slot
+ * sharing it. */
+static inline uint32_t sluice__lb_path(const sluice__lb_call *call) {
+  return call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
+                                              : SLUICE__LB_MAX_PATHS - 1;
+}
 
 /* A server's own load report (ORCA endpoint-load-metrics). Unknown fields
  * are negative. */
@@ -396,12 +403,12 @@ double sluice__lb_load(const sluice__lb_dest *d);
 /* The least loaded (sluice__lb_load) of the usable dests that admit call
  * and can answer it in time, the scan starting after the last pick so
  * ties go round robin. With more than cfg.scan_max destinations, O(1):
- * the better of two sampled destinations that qualify (Envoy's
- * least_request: power of two choices), up to SLUICE__LB_PROBES samples
- * to find them, and the full scan only when no sample qualifies (so a
- * call is never refused while some destination could take it; a scan
- * that refuses is remembered, see sluice__lb.gen). tier (may be NULL) ranks
- * before the load: a lower tier always wins (btc: not saturated before
+ * the best of SLUICE__LB_CHOICES (3) sampled destinations that qualify
+ * (power of d choices; Envoy's least_request uses two), up to
+ * SLUICE__LB_PROBES samples to find them, and the full scan only when no sample
+ * qualifies (so a call is never refused while some destination could take it; a
+ * scan that refuses is remembered, see sluice__lb.gen). tier (may be NULL)
+ * ranks before the load: a lower tier always wins (btc: not saturated before
  * saturated). Returns PICKED with *chosen set, NONE when nothing is usable,
  * else the most frequent refusal (capacity reasons first on a tie). lcc, bcc
  * and btc pick with it. */

@@ -51,11 +51,6 @@ static double lb_sqrt(double x) {
   return r;
 }
 
-static uint32_t path_of(const sluice__lb_call *call) {
-  return call->path_id < SLUICE__LB_MAX_PATHS ? call->path_id
-                                              : SLUICE__LB_MAX_PATHS - 1;
-}
-
 static double clamp(double v, double lo, double hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
@@ -81,7 +76,7 @@ void sluice__lb_est_sent(sluice__lb_est *e, const sluice__lb_call *call,
                          uint64_t now) {
   (void)now;
   e->in_flight++;
-  e->path_in_flight[path_of(call)]++;
+  e->path_in_flight[sluice__lb_path(call)]++;
 }
 
 /* The minimum is re-learnt every min_rtt_reset_ns: the current period's
@@ -137,7 +132,7 @@ static void lower(double *min, double sample) {
 void sluice__lb_est_done(sluice__lb_est *e, const sluice__lb_config *cfg,
                          const sluice__lb_call *call, uint64_t latency_ns,
                          int outcome, uint32_t resp_size, uint64_t now) {
-  uint32_t p = path_of(call);
+  uint32_t p = sluice__lb_path(call);
   uint32_t seen = e->in_flight; /* in flight while this call was */
   if (e->in_flight)
     e->in_flight--;
@@ -249,7 +244,7 @@ int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
   /* Refuse only on evidence: a few successful calls measured. */
   if (d->est.samples < SLUICE__LB_MIN_SAMPLES)
     return 1;
-  uint32_t p = path_of(call);
+  uint32_t p = sluice__lb_path(call);
   uint64_t want = expected(&d->est, (int)p);
   if (d->est.in_flight == 0) {
     /* Idle: nothing to wait behind, so only the no-load latency counts.
