@@ -12,6 +12,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/call_int.h"
+#include "core/bigbuf.h"
 #include "transport/message.h"
 #include "wire/final_status.h"
 
@@ -610,7 +611,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   }
   if (c->h.on_message)
     c->h.on_message(c, m, c->user_data);
-  protobuf_c_message_free_unpacked(m, NULL);
+  protobuf_c_message_free_unpacked(m, sluice__bigbuf_pb_allocator());
   return c->state == SLUICE__CALL_DONE ? 1 : 0;
 }
 

@@ -12,6 +12,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/call_int.h"
+#include "core/bigbuf.h"
 #include "sluice/server.h"
 #include "transport/message.h"
 #include "wire/final_status.h"
@@ -67,7 +68,7 @@ static void call_free(sluice_call *c) {
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
   if (c->resp)
-    protobuf_c_message_free_unpacked(c->resp, NULL);
+    protobuf_c_message_free_unpacked(c->resp, sluice__bigbuf_pb_allocator());
   /* Cached before live_calls drops: the channel may be freed right after. */
   if (sluice__loop_on_thread(ch->loop))
     sluice__objcache_put(call_cache(ch), c);

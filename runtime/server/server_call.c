@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigbuf.h"
 #include "server/server_call.h"
 #include "sluice/tls.h"
 #include "transport/h2session.h"
@@ -219,7 +220,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   uv_mutex_destroy(&call->md_mu);
   sluice__recv_reset(&call->st.s.recv);
   if (call->req)
-    protobuf_c_message_free_unpacked(call->req, NULL);
+    protobuf_c_message_free_unpacked(call->req, sluice__bigbuf_pb_allocator());
   if (on_loop)
     sluice__objcache_put(&call->lp->cache, call);
   else
@@ -607,7 +608,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   }
   if (call->h.on_message)
     call->h.on_message(call, msg, call->h_ud);
-  protobuf_c_message_free_unpacked(msg, NULL);
+  protobuf_c_message_free_unpacked(msg, sluice__bigbuf_pb_allocator());
   return call->responded ? 1 : 0;
 }
 

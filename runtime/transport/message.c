@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/bigbuf.h"
 #include "wire/compress.h"
 #include "wire/framing.h"
 
@@ -16,7 +17,7 @@ int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
   if ((max && len > max) || len > UINT32_MAX)
     return SLUICE_ERR_TOO_LARGE;
   if (c == SLUICE_COMPRESS_NONE) {
-    uint8_t *b = malloc(len + SLUICE__FRAME_HEADER_LEN);
+    uint8_t *b = sluice__bigbuf_get(len + SLUICE__FRAME_HEADER_LEN);
     if (!b)
       return SLUICE_ERR_NOMEM;
     sluice__frame_header(b, 0, (uint32_t)len);
@@ -75,8 +76,9 @@ sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
     }
     data = plain;
   }
-  *out = protobuf_c_message_unpack(desc, NULL, plen, data);
-  free(plain);
+  *out = protobuf_c_message_unpack(desc, sluice__bigbuf_pb_allocator(), plen,
+                                   data);
+  sluice__bigbuf_put(plain);
   if (!*out) {
     snprintf(err, errlen, "failed to parse message (%zu bytes) as %s", plen,
              desc->name);

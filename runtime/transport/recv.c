@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigbuf.h"
+
 void sluice__recv_init(sluice__recv *r, uint32_t max_size,
                        sluice__deliver_fn deliver, void *owner, int paused) {
   memset(r, 0, sizeof *r);
@@ -16,7 +18,7 @@ void sluice__recv_reset(sluice__recv *r) {
   while (r->head) {
     sluice__inmsg *m = r->head;
     r->head = m->next;
-    free(m);
+    sluice__bigbuf_put(m);
   }
   r->tail = NULL;
   r->held = 0;
@@ -25,7 +27,7 @@ void sluice__recv_reset(sluice__recv *r) {
 
 static int hold(sluice__recv *r, int compressed, const uint8_t *msg,
                 size_t len) {
-  sluice__inmsg *m = malloc(sizeof *m + len);
+  sluice__inmsg *m = sluice__bigbuf_get(sizeof *m + len);
   if (!m)
     return 1;
   m->next = NULL;
@@ -90,7 +92,7 @@ int sluice__recv_drain(sluice__recv *r, size_t *consume) {
       r->tail = NULL;
     r->held -= m->len;
     rv = r->deliver(r->owner, m->compressed, m->data, m->len);
-    free(m);
+    sluice__bigbuf_put(m);
     if (rv != 0) {
       r->failed = 1;
       break;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigbuf.h"
 #include "sluice/status.h"
 
 int sluice__sendq_init(sluice__sendq *q, size_t bound) {
@@ -23,7 +24,7 @@ int sluice__sendq_init(sluice__sendq *q, size_t bound) {
 static void free_list(sluice__sendq *q, sluice__sendbuf *b) {
   while (b) {
     sluice__sendbuf *next = b->next;
-    free(b->data);
+    sluice__bigbuf_put(b->data);
     if (b != &q->first)
       free(b);
     b = next;
@@ -217,14 +218,14 @@ int sluice__sendq_retain_dropped(sluice__sendq *q) {
 
 /* Appends a copy of b's whole message to dst. */
 static int copy_buf(sluice__sendq *dst, const sluice__sendbuf *b) {
-  uint8_t *data = malloc(b->len ? b->len : 1);
+  uint8_t *data = sluice__bigbuf_get(b->len);
   if (!data)
     return SLUICE_ERR_NOMEM;
   memcpy(data, b->data, b->len);
   int deferred;
   int rv = sluice__sendq_push(dst, data, b->len, 1, &deferred);
   if (rv != 0)
-    free(data);
+    sluice__bigbuf_put(data);
   return rv;
 }
 

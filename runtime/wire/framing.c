@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigbuf.h"
+
 void sluice__frame_header(uint8_t out[SLUICE__FRAME_HEADER_LEN], int compressed,
                           uint32_t len) {
   out[0] = compressed ? 1 : 0;
@@ -20,7 +22,7 @@ void sluice__deframer_init(sluice__deframer *d, uint32_t max_size) {
 }
 
 void sluice__deframer_reset(sluice__deframer *d) {
-  free(d->buf);
+  sluice__bigbuf_put(d->buf);
   sluice__deframer_init(d, d->max_size);
 }
 
@@ -49,16 +51,26 @@ static sluice_status_code start_message(sluice__deframer *d,
 }
 
 /* Grows the buffer to hold the whole current message. Only done when the
- * message spans chunks, so whole-in-one-chunk messages never allocate. */
+ * message spans chunks, so whole-in-one-chunk messages never allocate.
+ * Called before any byte of the body is copied: nothing to keep. */
 static int reserve(sluice__deframer *d) {
   if (d->cap >= d->len)
     return 0;
-  uint8_t *p = realloc(d->buf, d->len);
-  if (p == NULL)
-    return -1;
-  d->buf = p;
-  d->cap = d->len;
-  return 0;
+  sluice__bigbuf_put(d->buf);
+  d->buf = sluice__bigbuf_get(d->len);
+  d->cap = d->buf ? d->len : 0;
+  return d->buf ? 0 : -1;
+}
+
+/* After a message in buf was delivered: a large buffer goes back to the
+ * cache rather than staying with a stream that may idle for hours (small
+ * ones are kept for the stream's next message). */
+static void release_large(sluice__deframer *d) {
+  if (d->cap >= SLUICE__BIGBUF_MIN) {
+    sluice__bigbuf_put(d->buf);
+    d->buf = NULL;
+    d->cap = 0;
+  }
 }
 
 sluice_status_code sluice__deframer_feed(sluice__deframer *d,
@@ -118,7 +130,10 @@ sluice_status_code sluice__deframer_feed(sluice__deframer *d,
 
     d->hdr_filled = 0;
     d->filled = 0;
-    if (cb(ud, d->compressed, msg, d->len) != 0)
+    int stop = cb(ud, d->compressed, msg, d->len);
+    if (msg == d->buf)
+      release_large(d);
+    if (stop != 0)
       return fail(d, SLUICE_STATUS_CANCELLED, "message consumer stopped",
                   reason);
   }
