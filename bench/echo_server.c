@@ -241,6 +241,7 @@ static void usage(FILE *f, const char *prog) {
           "               accept TLS only, with this certificate chain and "
           "key (PEM)\n"
           "  --no-health  do not serve grpc.health.v1.Health (on by default)\n"
+          "  --max-streams N  SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)\n"
           "%s",
           prog, sluice_example_conn_flags_usage);
 }
@@ -249,7 +250,7 @@ int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *host = "127.0.0.1";
   const char *tls_cert = NULL, *tls_key = NULL;
-  unsigned long port = 50051, threads = 0, delay_us = 0;
+  unsigned long port = 50051, threads = 0, delay_us = 0, max_streams = 0;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
   int health = 1;
@@ -274,6 +275,9 @@ int main(int argc, char **argv) {
       bad = sluice_example_parse_ulong(val, 1024, &threads);
     } else if (strcmp(flag, "--delay-us") == 0) {
       bad = sluice_example_parse_ulong(val, 60000000, &delay_us);
+    } else if (strcmp(flag, "--max-streams") == 0) {
+      bad = sluice_example_parse_ulong(val, 1000000, &max_streams) ||
+            max_streams == 0;
     } else if (strcmp(flag, "--host") == 0) {
       bad = val == NULL || *val == '\0';
       host = val;
@@ -324,7 +328,10 @@ int main(int argc, char **argv) {
 
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
-      (rc = sluice_server_opts_set_health(opts, health)) != 0) {
+      (rc = sluice_server_opts_set_health(opts, health)) != 0 ||
+      (max_streams &&
+       (rc = sluice_server_opts_set_max_concurrent_streams(
+            opts, (uint32_t)max_streams)) != 0)) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;

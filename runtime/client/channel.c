@@ -9,6 +9,7 @@
 
 #include "client/channel_int.h"
 #include "transport/h2mem.h"
+#include "transport/scratch.h"
 
 static void maybe_free(sluice_channel *ch);
 static void request_resolve(sluice_channel *ch);
@@ -515,8 +516,10 @@ static void maybe_free(sluice_channel *ch) {
       __atomic_load_n(&ch->live_calls, __ATOMIC_RELAXED) != 0)
     return;
   /* A user's loop thread lives on: leave no nghttp2 blocks cached there. */
-  if (!ch->owned_loop)
+  if (!ch->owned_loop) {
     sluice__h2mem_thread_release();
+    sluice__scratch_thread_release();
+  }
   channel_free(ch);
 }
 

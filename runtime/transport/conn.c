@@ -26,8 +26,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/bigbuf.h"
 #include "sluice/status.h"
 #include "transport/addr.h"
+#include "transport/scratch.h"
 #include "transport/tls.h"
 
 #ifndef MSG_NOSIGNAL
@@ -54,13 +56,6 @@ int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,
   c->fd = -1;
   c->flush_task.fn = do_flush;
   c->closed_task.fn = do_closed;
-  c->wbuf = malloc(SLUICE__CONN_WBUF_MAX + 16384);
-  c->rbuf = malloc(SLUICE__CONN_RBUF_SIZE);
-  if (!c->wbuf || !c->rbuf) {
-    free(c->wbuf);
-    free(c->rbuf);
-    return SLUICE_ERR_NOMEM;
-  }
   return 0;
 }
 
@@ -250,10 +245,11 @@ static int h2_input(sluice__conn *c, const uint8_t *data, size_t n) {
   return 0;
 }
 
-/* Ciphertext in rbuf: drive the handshake, then decrypt into rbuf (its
- * bytes are in the engine by then) and pass the plaintext on. */
-static void tls_input(sluice__conn *c, size_t n) {
-  sluice__tls_state st = sluice__tls_feed(c->tls, c->rbuf, n);
+/* Ciphertext in buf (n bytes of cap): drive the handshake, then decrypt
+ * into buf (its bytes are in the engine by then) and pass the plaintext
+ * on. */
+static void tls_input(sluice__conn *c, uint8_t *buf, size_t cap, size_t n) {
+  sluice__tls_state st = sluice__tls_feed(c->tls, buf, n);
   if (st == SLUICE__TLS_ERROR) {
     sluice__conn_flush(c); /* the alert, if any */
     sluice__conn_close(c, sluice__tls_error(c->tls));
@@ -268,7 +264,7 @@ static void tls_input(sluice__conn *c, size_t n) {
   if (!sluice__tls_established(c->tls))
     return;
   for (;;) {
-    ssize_t got = sluice__tls_read(c->tls, c->rbuf, SLUICE__CONN_RBUF_SIZE);
+    ssize_t got = sluice__tls_read(c->tls, buf, cap);
     if (got == 0)
       return;
     if (got < 0) {
@@ -276,26 +272,34 @@ static void tls_input(sluice__conn *c, size_t n) {
       sluice__conn_close(c, sluice__tls_error(c->tls));
       return;
     }
-    if (h2_input(c, c->rbuf, (size_t)got) != 0)
+    if (h2_input(c, buf, (size_t)got) != 0)
       return;
   }
 }
 
 /* Reads what the socket has, bounded per turn like libuv's reader (the
- * poll is level-triggered: the rest comes next turn). */
+ * poll is level-triggered: the rest comes next turn), into the thread's
+ * read scratch buffer (own memory if a callback of this read reads too). */
 static void read_input(sluice__conn *c) {
+  const size_t cap = SLUICE__SCRATCH_READ_SIZE;
+  uint8_t *buf = sluice__scratch_take(SLUICE__SCRATCH_READ);
+  int own = !buf;
+  if (own && !(buf = malloc(cap))) {
+    sluice__conn_close(c, "out of memory");
+    return;
+  }
   for (int i = 0; i < 32; i++) {
-    ssize_t n = recv(c->fd, c->rbuf, SLUICE__CONN_RBUF_SIZE, 0);
+    ssize_t n = recv(c->fd, buf, cap, 0);
     if (n == 0) {
       sluice__conn_close(c, c->lingering ? c->linger_reason
                                          : "connection closed by peer");
-      return;
+      break;
     }
     if (n > 0 && c->lingering) { /* discarded, bounded */
       c->linger_read += (size_t)n;
       if (c->linger_read > SLUICE__CONN_LINGER_MAX) {
         sluice__conn_close(c, c->linger_reason);
-        return;
+        break;
       }
       continue;
     }
@@ -304,42 +308,60 @@ static void read_input(sluice__conn *c) {
         continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         sluice__conn_close(c, "connection read error");
-      return;
+      break;
     }
     if (c->tls)
-      tls_input(c, (size_t)n);
+      tls_input(c, buf, cap, (size_t)n);
     else
-      h2_input(c, c->rbuf, (size_t)n);
-    if (c->closing || (size_t)n < SLUICE__CONN_RBUF_SIZE)
-      return;
+      h2_input(c, buf, (size_t)n);
+    if (c->closing || (size_t)n < cap)
+      break;
   }
+  if (own)
+    free(buf);
+  else
+    sluice__scratch_give(SLUICE__SCRATCH_READ);
 }
 
-/* Writes obuf from osent on, as far as the socket takes it now. Returns 0
- * (all written, or the rest waits: osent < olen), or -1 once closing. */
-static int write_output(sluice__conn *c) {
-  while (c->osent < c->olen) {
-    ssize_t n =
-        send(c->fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+/* Sends len bytes of buf as far as the socket takes them now. Returns the
+ * count sent (less than len: the socket is full), or -1 once closing. */
+static ssize_t send_some(sluice__conn *c, const uint8_t *buf, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
     if (n > 0) {
-      c->osent += (size_t)n;
+      done += (size_t)n;
       continue;
     }
     if (n == 0)
-      return 0; /* wait for the socket */
+      break; /* wait for the socket */
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
-      return 0;
+      break;
     sluice__conn_close(c, "connection write error"); /* EPIPE: no signal */
     return -1;
   }
-  c->olen = c->osent = 0;
+  return (ssize_t)done;
+}
+
+/* Writes what an earlier batch left in pend. Returns 0 (all written, or
+ * the rest waits: pend still set), or -1 once closing. */
+static int write_pending(sluice__conn *c) {
+  ssize_t n = send_some(c, c->pend + c->pend_sent, c->pend_len - c->pend_sent);
+  if (n < 0)
+    return -1;
+  c->pend_sent += (size_t)n;
+  if (c->pend_sent == c->pend_len) {
+    sluice__bigbuf_put(c->pend);
+    c->pend = NULL;
+    c->pend_len = c->pend_sent = 0;
+  }
   return 0;
 }
 
 static void on_writable(sluice__conn *c) {
-  if (write_output(c) != 0 || c->olen)
+  if (write_pending(c) != 0 || c->pend)
     return;
   c->writing = 0;
   if (update_poll(c) != 0)
@@ -441,10 +463,54 @@ void sluice__conn_want_write(sluice__conn *c) {
     sluice__loop_defer(c->loop, &c->flush_task);
 }
 
-/* Pulls up to a batch of nghttp2 output into wbuf. Returns 0, or -1 once
+/* One write batch being built: the thread's write scratch buffer, or heap
+ * memory when a callback of this flush flushes too, or when a frame does
+ * not fit. */
+typedef struct batch {
+  uint8_t *buf;
+  size_t len, cap;
+  int heap;
+} batch;
+
+static int batch_open(batch *b) {
+  b->len = 0;
+  b->cap = SLUICE__SCRATCH_WRITE_SIZE;
+  b->buf = sluice__scratch_take(SLUICE__SCRATCH_WRITE);
+  b->heap = !b->buf;
+  if (b->heap && !(b->buf = sluice__bigbuf_get(b->cap)))
+    return -1;
+  return 0;
+}
+
+static void batch_close(batch *b) {
+  if (b->heap)
+    sluice__bigbuf_put(b->buf);
+  else
+    sluice__scratch_give(SLUICE__SCRATCH_WRITE);
+  b->buf = NULL;
+}
+
+static int batch_append(batch *b, const uint8_t *data, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->len + n;
+    uint8_t *nb = sluice__bigbuf_get(cap);
+    if (!nb)
+      return -1;
+    memcpy(nb, b->buf, b->len);
+    batch_close(b);
+    b->buf = nb;
+    b->cap = cap;
+    b->heap = 1;
+  }
+  memcpy(b->buf + b->len, data, n);
+  b->len += n;
+  return 0;
+}
+
+/* Pulls up to a batch of nghttp2 output into b. Returns 0, or -1 once
  * closing. */
-static int gather(sluice__conn *c) {
-  while (c->wlen < SLUICE__CONN_WBUF_MAX) {
+static int gather(sluice__conn *c, batch *b) {
+  while (b->len < SLUICE__CONN_WBUF_MAX) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(c->session, &data);
     if (n < 0) {
@@ -453,48 +519,32 @@ static int gather(sluice__conn *c) {
     }
     if (n == 0)
       break;
-    /* nghttp2 hands out at most one frame (<= 16 KiB + header) per call. */
-    if (c->wlen + (size_t)n > SLUICE__CONN_WBUF_MAX + 16384) {
-      uint8_t *nb = realloc(c->wbuf, c->wlen + (size_t)n);
-      if (!nb) {
-        sluice__conn_close(c, "out of memory");
-        return -1;
-      }
-      c->wbuf = nb;
+    /* nghttp2 hands out one frame per call, valid until the next. */
+    if (batch_append(b, data, (size_t)n) != 0) {
+      sluice__conn_close(c, "out of memory");
+      return -1;
     }
-    memcpy(c->wbuf + c->wlen, data, (size_t)n);
-    c->wlen += (size_t)n;
     if (c->closing)
       return -1;
   }
   return 0;
 }
 
-/* TLS: encrypts the plaintext batch (once established) and moves all
- * pending ciphertext into tbuf. Returns 0, or -1 once closing. */
-static int encrypt_batch(sluice__conn *c) {
-  if (sluice__tls_established(c->tls) && c->session) {
-    if (gather(c) != 0)
+/* TLS: the next ciphertext into b. What the engine still holds goes first;
+ * only when it holds none is a new plaintext batch gathered (in b),
+ * encrypted, and b reused for its ciphertext, so at most one batch waits in
+ * the engine. Returns 0, or -1 once closing. */
+static int fill_tls(sluice__conn *c, batch *b) {
+  if (!sluice__tls_pending(c->tls) && sluice__tls_established(c->tls) &&
+      c->session) {
+    if (gather(c, b) != 0)
       return -1;
-    if (c->wlen && sluice__tls_write(c->tls, c->wbuf, c->wlen) != 0) {
+    if (b->len && sluice__tls_write(c->tls, b->buf, b->len) != 0) {
       sluice__conn_close(c, sluice__tls_error(c->tls));
       return -1;
     }
-    c->wlen = 0;
   }
-  size_t p = sluice__tls_pending(c->tls);
-  if (p > c->tcap) {
-    uint8_t *nb = realloc(c->tbuf, p);
-    if (!nb) {
-      sluice__conn_close(c, "out of memory");
-      return -1;
-    }
-    c->tbuf = nb;
-    c->tcap = p;
-  }
-  c->obuf = c->tbuf;
-  c->olen = p ? sluice__tls_take(c->tls, c->tbuf, p) : 0;
-  c->osent = 0;
+  b->len = sluice__tls_take(c->tls, b->buf, b->cap);
   return 0;
 }
 
@@ -509,43 +559,56 @@ static int more_output(sluice__conn *c) {
 void sluice__conn_flush(sluice__conn *c) {
   if (c->closing || c->writing || !c->started || c->lingering)
     return;
-  if (c->tls) {
-    if (encrypt_batch(c) != 0)
-      return;
-  } else {
-    if (!c->session || gather(c) != 0)
-      return;
-    c->obuf = c->wbuf;
-    c->olen = c->wlen;
-    c->osent = 0;
-    c->wlen = 0;
+  if (!c->tls && !c->session)
+    return;
+  batch b;
+  if (batch_open(&b) != 0) {
+    sluice__conn_close(c, "out of memory");
+    return;
   }
-  if (c->olen == 0) {
+  if ((c->tls ? fill_tls(c, &b) : gather(c, &b)) != 0) {
+    batch_close(&b);
+    return;
+  }
+  if (b.len == 0) {
+    batch_close(&b);
     check_done(c);
     return;
   }
-  /* Most writes complete at once; the rest waits for the socket. */
-  if (write_output(c) != 0)
+  /* Most writes complete at once; the rest is copied aside and waits for
+   * the socket. */
+  ssize_t n = send_some(c, b.buf, b.len);
+  if (n >= 0 && (size_t)n < b.len) {
+    size_t rest = b.len - (size_t)n;
+    if (!(c->pend = sluice__bigbuf_get(rest))) {
+      batch_close(&b);
+      sluice__conn_close(c, "out of memory");
+      return;
+    }
+    memcpy(c->pend, b.buf + n, rest);
+    c->pend_len = rest;
+    c->pend_sent = 0;
+  }
+  batch_close(&b);
+  if (n < 0)
     return;
-  if (c->olen == 0) {
-    if (more_output(c))
-      sluice__conn_want_write(c);
-    else
-      check_done(c);
+  if (c->pend) {
+    c->writing = 1;
+    update_poll(c);
     return;
   }
-  c->writing = 1;
-  update_poll(c);
+  if (more_output(c))
+    sluice__conn_want_write(c);
+  else
+    check_done(c);
 }
 
 /* Every handle has closed (or none was open). */
 static void finish_close(sluice__conn *c) {
   /* A flush deferred before the close would run on freed memory. */
   sluice__loop_cancel(c->loop, &c->flush_task);
-  free(c->wbuf);
-  free(c->rbuf);
-  free(c->tbuf);
-  c->wbuf = c->rbuf = c->tbuf = NULL;
+  sluice__bigbuf_put(c->pend);
+  c->pend = NULL;
   sluice__tls_del(c->tls);
   c->tls = NULL;
   c->hooks->on_closed(c, c->close_reason);

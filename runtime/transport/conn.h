@@ -6,7 +6,10 @@
  * everything nghttp2 has queued in one go before the loop polls again, with
  * at most one write in flight. While a write is in flight nothing more is
  * pulled, so a slow peer leaves data in nghttp2's flow-controlled queues,
- * not in ours: our buffering is bounded by SLUICE__CONN_WBUF_MAX.
+ * not in ours: our buffering is bounded by SLUICE__CONN_WBUF_MAX (plus,
+ * over TLS, the ciphertext of one batch). Batches are built in a per-thread
+ * scratch buffer and reads land in another (transport/scratch.h), so an
+ * idle connection holds no I/O buffer at all.
  *
  * The connection is embedded in its owner (client or server connection); the
  * owner creates the nghttp2 session with its own callbacks and frees both
@@ -22,7 +25,6 @@
 #include "core/loop.h"
 
 #define SLUICE__CONN_WBUF_MAX (256 * 1024)
-#define SLUICE__CONN_RBUF_SIZE (64 * 1024)
 /* A lingering close (sluice__conn_linger_close) reads and drops input for
  * at most this long and this much before the socket is closed. */
 #define SLUICE__CONN_LINGER_MS 2000
@@ -62,16 +64,14 @@ struct sluice__conn {
   int connect_status; /* a connect that failed at once, reported later */
   uv_timer_t connect_timer;
   int connect_timer_open;
-  int writing;   /* obuf is waiting for the socket to become writable */
-  uint8_t *wbuf; /* plaintext batch from nghttp2 */
-  size_t wlen;
+  int writing; /* pend is waiting for the socket to become writable */
+  /* What the socket did not take of the last batch, malloc'd, held only
+   * until written (batches are built in the thread's scratch buffer:
+   * transport/scratch.h). */
+  uint8_t *pend;
+  size_t pend_len;
+  size_t pend_sent;        /* of pend_len, already written */
   struct sluice__tls *tls; /* NULL: plaintext */
-  uint8_t *tbuf;           /* ciphertext batch (TLS) */
-  size_t tcap;
-  uint8_t *obuf; /* what is being written: wbuf or tbuf */
-  size_t olen;
-  size_t osent; /* of olen, already written */
-  uint8_t *rbuf;
   int started;
   int close_when_flushed;
   int closing;
