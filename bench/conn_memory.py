@@ -9,10 +9,12 @@ server's resident memory (VmRSS) at each step:
   start       the server listening, after one warm-up connection and call
   idle        N connections open, each after the preface and SETTINGS
               exchange, no call
-  held        the same N connections, each with one small unary call that
-              the server holds (echo_server --delay-us; sluice only: the
-              gRPC C++ echo server has no slow mode)
-  closed      every connection closed again, after a short settle
+  idle_closed those connections closed again, after a short settle
+  held        N new connections, each with one small unary call that the
+              server holds for HOLD_S seconds (echo_server --delay-us;
+              sluice only: the gRPC C++ echo server has no slow mode)
+  closed      those closed, and the held calls' time over (the server
+              keeps a call until its reply is due)
 
 and per step the growth per connection in KiB. --calls-on-one M also holds
 M calls on a single connection (the server must allow M concurrent
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import time
 
+HOLD_S = 10  # how long the sluice echo server holds each call
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -112,6 +115,59 @@ def open_many(port, n):
     return conns
 
 
+def port_free():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """The server under test, killed on exit whatever happens."""
+
+    def __init__(self, a, port):
+        self.a, self.port = a, port
+        cmd = [a.server, "--port", str(port), "--threads", "1"]
+        if not a.grpc:
+            cmd += ["--delay-us", str(HOLD_S * 1000000), "--no-health"]
+            if a.calls_on_one:
+                cmd += ["--max-streams", str(a.calls_on_one + 10)]
+        self.cmd = cmd
+
+    def __enter__(self):
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        self.pid = self.p.pid
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline or self.p.poll() is not None:
+                    self.__exit__()
+                    sys.exit("conn_memory: the server did not start")
+                time.sleep(0.05)
+
+    def warm_start(self):
+        """One connection with one call (held, or answered) first, so that
+        one-time allocations are in the start figure; then the RSS."""
+        w = open_conn(self.port)
+        w.sendall(call_frames(1, self.a.path))
+        time.sleep(0.3)
+        w.close()
+        rss = settled_rss(self.pid)
+        progress(f"start: {rss} KiB")
+        return rss
+
+    def __exit__(self, *exc):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(5)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", required=True)
@@ -130,79 +186,61 @@ def main():
             sys.exit(f"conn_memory: RLIMIT_NOFILE hard limit {hard} < {need}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    cmd = [a.server, "--port", str(port), "--threads", "1"]
-    if not a.grpc:
-        cmd += ["--delay-us", "60000000", "--no-health"]
-        if a.calls_on_one:
-            cmd += ["--max-streams", str(a.calls_on_one + 10)]
-    srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    n = a.connections
     rows = {}
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or srv.poll() is not None:
-                    sys.exit("conn_memory: the server did not start")
-                time.sleep(0.05)
-        # Warm-up: one connection with one call (held, or answered), so
-        # that one-time allocations are in the start figure.
-        w = open_conn(port)
-        w.sendall(call_frames(1, a.path))
-        time.sleep(0.3)
-        w.close()
-        rows["start"] = settled_rss(srv.pid)
-        progress(f"start: {rows['start']} KiB")
-        n = a.connections
-        conns = open_many(port, n)
+    # Each phase against a fresh server, so that one phase's freed (but
+    # kept) memory does not hide the next one's growth.
+    with Server(a, port_free()) as srv:
+        rows["start"] = srv.warm_start()
+        conns = open_many(srv.port, n)
         rows["idle"] = settled_rss(srv.pid)
         progress(f"idle: {rows['idle']} KiB")
-        if not a.grpc:
+        for s in conns:
+            s.close()
+        time.sleep(1.0)
+        rows["idle_closed"] = settled_rss(srv.pid)
+        progress(f"idle connections closed: {rows['idle_closed']} KiB")
+    if not a.grpc:
+        with Server(a, port_free()) as srv:
+            rows["held_start"] = srv.warm_start()
+            conns = open_many(srv.port, n)
+            sent = time.monotonic()
             for s in conns:
                 s.sendall(call_frames(1, a.path))
             rows["held"] = settled_rss(srv.pid)
             progress(f"held: {rows['held']} KiB")
-        for s in conns:
-            s.close()
-        time.sleep(1.0)
-        rows["closed"] = settled_rss(srv.pid)
-        progress(f"closed: {rows['closed']} KiB")
-        if a.calls_on_one and not a.grpc:
-            s = open_conn(port)
-            before = settled_rss(srv.pid)
+            for s in conns:
+                s.close()
+            # The server keeps a held call until its reply is due.
+            time.sleep(max(1.0, sent + HOLD_S + 1.0 - time.monotonic()))
+            rows["closed"] = settled_rss(srv.pid)
+            progress(f"closed: {rows['closed']} KiB")
+    if a.calls_on_one and not a.grpc:
+        with Server(a, port_free()) as srv:
+            srv.warm_start()
+            s = open_conn(srv.port)
+            rows["one_conn_before"] = settled_rss(srv.pid)
             m = a.calls_on_one
             batch = b"".join(call_frames(2 * i + 1, a.path) for i in range(m))
             s.sendall(batch)
-            rows["one_conn_before"] = before
             rows["one_conn_held"] = settled_rss(srv.pid)
             progress(f"{m} calls on one connection: "
                      f"{rows['one_conn_held']} KiB")
             s.close()
-    finally:
-        srv.send_signal(signal.SIGTERM)
-        try:
-            srv.wait(5)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
 
-    n = a.connections
     res = {
         "server": os.path.basename(os.path.dirname(a.server)) + "/" +
         os.path.basename(a.server),
         "connections": n,
         "rss_kib": rows,
         "idle_kib_per_conn": round((rows["idle"] - rows["start"]) / n, 1),
-        "closed_vs_start": round(rows["closed"] / rows["start"], 3),
+        "idle_closed_vs_start": round(rows["idle_closed"] / rows["start"], 3),
     }
     if "held" in rows:
-        res["held_kib_per_conn"] = round((rows["held"] - rows["start"]) / n, 1)
+        res["held_kib_per_conn"] = round(
+            (rows["held"] - rows["held_start"]) / n, 1)
+        res["held_closed_vs_start"] = round(
+            rows["closed"] / rows["held_start"], 3)
     if "one_conn_held" in rows:
         res["calls_on_one"] = a.calls_on_one
         res["kib_per_held_call"] = round(
@@ -215,8 +253,10 @@ def main():
           f"KiB; idle +{res['idle_kib_per_conn']} KiB/conn", end="")
     if "held_kib_per_conn" in res:
         print(f"; one call held +{res['held_kib_per_conn']} KiB/conn", end="")
-    print(f"; after close {rows['closed']} KiB "
-          f"({res['closed_vs_start']:.2f}x start)", end="")
+    print(f"; after closing idle ones {res['idle_closed_vs_start']:.2f}x "
+          "start", end="")
+    if "held_closed_vs_start" in res:
+        print(f", held ones {res['held_closed_vs_start']:.2f}x", end="")
     if "kib_per_held_call" in res:
         print(f"; {a.calls_on_one} calls on one connection "
               f"{res['kib_per_held_call']} KiB/call", end="")

@@ -144,6 +144,13 @@ void sluice__bigbuf_drain(void) {
   free_list(old);
 }
 
+void sluice__mem_trim(void) {
+  sluice__bigbuf_drain();
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 void sluice__bigbuf_stats(size_t *blocks, size_t *bytes) {
   uv_once(&g_once, init);
   *blocks = *bytes = 0;

@@ -44,6 +44,12 @@ void sluice__bigbuf_put(void *p);
 /* Frees every cached block (tests, and leak checkers at exit). */
 void sluice__bigbuf_drain(void);
 
+/* Gives free memory back to the system: the cached blocks, and with glibc
+ * the free pages malloc keeps (malloc_trim). Costs a walk over malloc's
+ * free lists (a few milliseconds for a large heap): for rare moments, such
+ * as a server that just lost most of its connections. */
+void sluice__mem_trim(void);
+
 /* Blocks and bytes cached now (tests). */
 void sluice__bigbuf_stats(size_t *blocks, size_t *bytes);
 

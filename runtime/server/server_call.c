@@ -278,6 +278,10 @@ void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
   sluice__objcache_drain(&lp->cache);
 }
 
+void sluice__scall_loop_trim(sluice__scall_loop *lp) {
+  sluice__objcache_drain(&lp->cache);
+}
+
 static void unref(sluice_server_call *call) {
   if (--call->refs == 0)
     scall_free(call, 1);

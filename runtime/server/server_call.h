@@ -81,6 +81,9 @@ void sluice__scall_stop(sluice__scall_shared *sh);
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp);
 /* The loop is gone: frees the cached call objects. */
 void sluice__scall_loop_destroy(sluice__scall_loop *lp);
+/* Loop thread: frees the recycled call objects the loop keeps (they come
+ * back as calls need them). */
+void sluice__scall_loop_trim(sluice__scall_loop *lp);
 /* After every loop thread has exited: frees the calls finished while the
  * loops were being deleted; later finishes free their call directly. */
 void sluice__scall_free_orphans(sluice__scall_shared *sh);

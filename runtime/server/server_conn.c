@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigbuf.h"
 #include "sluice/clock.h"
+#include "transport/h2mem.h"
 #include "transport/h2session.h"
+#include "transport/scratch.h"
 #include "transport/tls.h"
 
 /* Where a connection is in its life (gRFC A9's graceful GOAWAY). */
@@ -516,7 +519,34 @@ static void init_callbacks(void) {
   g_callbacks = cbs;
 }
 
-static void on_timer_closed(uv_handle_t *h) { free(h->data); }
+/* After a wave of connections closed (a peak of at least TRIM_PEAK, then
+ * every halving from there and the last one), what they used goes back to
+ * the system: malloc keeps freed memory for reuse, and the blocks the loop
+ * thread caches (nghttp2's, call objects) are scattered through it and
+ * would pin its pages. Measured: a server that held 1,000 connections kept
+ * all of their memory after they closed (4.3x its starting RSS) without
+ * this. A wave of n connections costs about log2(n) trims. */
+static void note_closed(sluice__sconn_loop *cl) {
+  cl->n_conns--;
+  if (cl->peak_conns < SLUICE__SCONN_TRIM_PEAK ||
+      (cl->n_conns > cl->trim_at && cl->n_conns > 0))
+    return;
+  cl->trim_at = cl->n_conns / 2;
+  if (cl->n_conns == 0)
+    cl->peak_conns = 0; /* the wave is over */
+  sluice__scall_loop_trim(&cl->calls);
+  sluice__h2mem_thread_release();
+  sluice__scratch_thread_release();
+  sluice__mem_trim();
+}
+
+/* The connection's last handle is closed: nothing of it is left. */
+static void on_timer_closed(uv_handle_t *h) {
+  sluice__sconn *sc = h->data;
+  sluice__sconn_loop *cl = sc->cl;
+  free(sc);
+  note_closed(cl);
+}
 
 static void on_closed(sluice__conn *conn, const char *reason) {
   (void)reason;
@@ -574,6 +604,10 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   sc->timer.data = sc;
   sluice__list_init(&sc->calls);
   sluice__list_push(&cl->conns, &sc->link);
+  if (++cl->n_conns > cl->peak_conns) {
+    cl->peak_conns = cl->n_conns;
+    cl->trim_at = cl->n_conns / 2;
+  }
   uv_mutex_lock(&sh->mu);
   sh->live++;
   uv_mutex_unlock(&sh->mu);
@@ -679,4 +713,5 @@ void sluice__sconn_wait_gone(sluice__sconn_shared *sh, uint64_t end_ns) {
 void sluice__sconn_loop_init(sluice__sconn_loop *cl, sluice__sconn_shared *sh) {
   cl->shared = sh;
   sluice__list_init(&cl->conns);
+  cl->n_conns = cl->peak_conns = cl->trim_at = 0;
 }

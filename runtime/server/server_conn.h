@@ -35,7 +35,15 @@ typedef struct sluice__sconn_loop {
   sluice__sconn_shared *shared;
   sluice__scall_loop calls; /* their calls' */
   sluice__list conns;       /* the loop's connections */
+  unsigned n_conns;         /* how many */
+  unsigned peak_conns;      /* most in this wave (0: none) */
+  unsigned trim_at;         /* trim memory when down to this many */
 } sluice__sconn_loop;
+
+/* A loop whose connections fell to half of a peak of at least this many
+ * (and then to each further half, and to none) gives its cached memory and
+ * malloc's free pages back to the system. */
+#define SLUICE__SCONN_TRIM_PEAK 128
 
 void sluice__sconn_shared_init(sluice__sconn_shared *sh,
                                const sluice_server_opts *opts,

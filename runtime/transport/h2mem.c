@@ -15,7 +15,7 @@ typedef struct hdr {
 } hdr;
 
 #define BIG SIZE_MAX
-#define N_CLASSES 8 /* 64 B .. 8 KiB blocks, header included */
+#define N_CLASSES 5 /* 64 B .. 1 KiB blocks, header included */
 #define CLASS_SIZE(c) ((size_t)64 << (c))
 /* A class keeps at most this many bytes of free blocks per thread (and at
  * least MIN_KEEP blocks): ~0.8 MiB per thread at worst. */
