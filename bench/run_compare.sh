@@ -17,7 +17,10 @@
 # without coordinated omission); in (b) the clients' own --rate.
 #
 #   bench/run_compare.sh [--build DIR] [--duration S] [--warmup S]
-#                        [--concurrency N] [--out FILE] [--no-pin]
+#                        [--concurrency N] [--out FILE] [--no-pin] [--no-large]
+#
+# (e) at the end: bench/run_large.sh (large messages in all four pairings,
+# server memory per connection; ~8 min more, --no-large skips it).
 #
 # Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
 # docs/results/compare-<date>.md. 80 cells: ~8 min at 5 s, ~4.5 min at
@@ -41,6 +44,7 @@ warm=0.5
 conc=64
 out=
 pin=1
+large=1
 while [ $# -gt 0 ]; do
   case $1 in
   --build) build=$2; shift 2 ;;
@@ -49,7 +53,8 @@ while [ $# -gt 0 ]; do
   --concurrency) conc=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   --no-pin) pin=0; shift ;;
-  -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+  --no-large) large=0; shift ;;
+  -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
   *) echo "run_compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -444,6 +449,20 @@ if [ $have_h2load = 1 ] && command -v openssl >/dev/null; then
       echo "| $size | $c | $(f "$s" 1) | $(f "$g" 1) | $(ratio "$(f "$s" 1)" "$(f "$g" 1)") | $cs / $cg | $(f "$s" 2) / $(f "$s" 3) / $(f "$s" 4) | $(f "$g" 2) / $(f "$g" 3) / $(f "$g" 4) | $(f "$s" 5)/$(f "$g" 5) |" >>"$res"
     done
   done
+fi
+
+# (e) large messages (64 KiB .. 4 MiB) in all four pairings, and server
+# memory per connection: bench/run_large.sh, its tables appended.
+if [ "$large" = 1 ]; then
+  log "(e) large messages and memory per connection (bench/run_large.sh)"
+  pin_flag=()
+  [ "$pin" = 1 ] || pin_flag=(--no-pin)
+  if "$root/bench/run_large.sh" --build "$build" "${pin_flag[@]}" \
+    --out "$tmp/large.md" >/dev/null; then
+    { echo; cat "$tmp/large.md"; } >>"$res"
+  else
+    notes+=("bench/run_large.sh failed: its rows are missing.")
+  fi
 fi
 
 notes+=("Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg) (the run itself adds about 2).")

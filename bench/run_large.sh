@@ -9,7 +9,12 @@
 #      crossed (gRPC C++ client -> sluice server, sluice client -> gRPC C++
 #      server). RUNS runs of each cell, interleaved (every pairing once, then
 #      again), median calls/s and p50; the server's CPU per call from
-#      /proc (utime + stime over the client's run).
+#      /proc (utime + stime over the client's run). Twice: with glibc's
+#      malloc as it comes, and with its trimming off for every process
+#      (GLIBC_TUNABLES mmap_threshold / trim_threshold, see $untrimmed):
+#      on this VM page faults are expensive, and gRPC C++, which frees each
+#      message's buffers back to glibc, runs 1 MiB calls ~8x slower with the
+#      defaults; the second table compares the two stacks without that.
 #  (b) server memory per connection: bench/conn_memory.py against both
 #      servers (idle connections; sluice also with one held call each and
 #      with many calls held on one connection).
@@ -19,7 +24,7 @@
 #                      [--no-pin]
 #
 # Defaults: build/, 3 runs of 3 s per cell, 1,000 connections,
-# docs/results/large-<date>.md. ~4 min. Pinning as run_compare.sh: servers
+# docs/results/large-<date>.md. ~8 min. Pinning as run_compare.sh: servers
 # on CPU 0, clients on CPU 1. Progress on stderr; the markdown on stdout and
 # in the out file.
 set -euo pipefail
@@ -30,6 +35,7 @@ runs=3
 dur=3
 sizes="65536 262144 1048576 4194240"
 nconn=1000
+untrimmed=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864
 out=
 pin=1
 while [ $# -gt 0 ]; do
@@ -72,15 +78,16 @@ wait_port() {
   return 1
 }
 
-# cell SERVER CLIENT SIZE -> "calls/s p50_us server_us_per_call errors"
+# cell TUNABLES SERVER CLIENT SIZE -> "calls/s p50_us server_us_per_call errors"
 cell() {
-  local port sp t0 t1 res
+  local port sp t0 t1 res tun=$1
+  shift
   port=$(free_port)
-  "${srv_cpu[@]}" "$1" --port "$port" --threads 1 >/dev/null 2>&1 &
+  env ${tun:+GLIBC_TUNABLES=$tun} "${srv_cpu[@]}" "$1" --port "$port" --threads 1 >/dev/null 2>&1 &
   sp=$!
   wait_port "$port" || { kill $sp; echo "0 0 0 1"; return; }
   t0=$(awk '{print $14+$15}' /proc/$sp/stat)
-  res=$(timeout $((dur + 30)) "${cli_cpu[@]}" "$2" --target 127.0.0.1:$port \
+  res=$(env ${tun:+GLIBC_TUNABLES=$tun} timeout $((dur + 30)) "${cli_cpu[@]}" "$2" --target 127.0.0.1:$port \
     --concurrency 8 --connections 1 --duration "$dur" --warmup 0 --size "$3" \
     2>/dev/null | tail -1 || true)
   t1=$(awk '{print $14+$15}' /proc/$sp/stat)
@@ -101,14 +108,18 @@ PY
 pairs=(ss gg gs sg)
 declare -A SRV=([ss]=$s_server [gg]=$g_server [gs]=$s_server [sg]=$g_server)
 declare -A CLI=([ss]=$s_client [gg]=$g_client [gs]=$g_client [sg]=$s_client)
-ncells=$(( $(wc -w <<<"$sizes") * ${#pairs[@]} * runs ))
+ncells=$(( $(wc -w <<<"$sizes") * ${#pairs[@]} * runs * 2 ))
 i=0
-for size in $sizes; do
-  for r in $(seq "$runs"); do
-    for p in "${pairs[@]}"; do
-      i=$((i + 1))
-      log "[$i/$ncells] size $size, ${p}, run $r"
-      echo "$size $p $(cell "${SRV[$p]}" "${CLI[$p]}" "$size")" >>"$tmp/cells"
+for mode in default untrimmed; do
+  tun=
+  [ $mode = untrimmed ] && tun=$untrimmed
+  for size in $sizes; do
+    for r in $(seq "$runs"); do
+      for p in "${pairs[@]}"; do
+        i=$((i + 1))
+        log "[$i/$ncells] $mode malloc, size $size, ${p}, run $r"
+        echo "$mode $size $p $(cell "$tun" "${SRV[$p]}" "${CLI[$p]}" "$size")" >>"$tmp/cells"
+      done
     done
   done
 done
@@ -125,19 +136,21 @@ import collections, json, statistics, sys
 tmp, runs, dur, nconn, rev, pin = sys.argv[1:]
 cells = collections.defaultdict(list)
 for line in open(f"{tmp}/cells"):
-    size, p, cps, p50, cpu, err = line.split()
-    cells[(int(size), p)].append((float(cps), float(p50), float(cpu), int(err)))
+    mode, size, p, cps, p50, cpu, err = line.split()
+    cells[(mode, int(size), p)].append((float(cps), float(p50), float(cpu), int(err)))
 def med(v, k): return statistics.median(x[k] for x in v)
-def kib(n): return f"{n // 1024} KiB" if n % 1024 == 0 or n < 4 << 20 else f"{n} B"
 print(f"## Large messages: unary echo, 8 in flight on 1 connection ({rev})\n")
 print(f"Median of {runs} interleaved runs of {dur} s each; server CPU per call from /proc;"
       f" {'servers on CPU 0, clients on CPU 1' if pin == '1' else 'unpinned'}.\n")
-print("| size | sluice -> sluice | gRPC C++ -> gRPC C++ | ratio | gRPC C++ client -> sluice server | sluice client -> gRPC C++ server |")
-print("|---|---|---|---|---|---|")
-for size in sorted({s for s, _ in cells}):
+for mode, title in (("default", "glibc malloc as it comes"),
+                    ("untrimmed", "glibc malloc trimming off in every process (GLIBC_TUNABLES)")):
+  print(f"### {title}\n")
+  print("| size | sluice -> sluice | gRPC C++ -> gRPC C++ | ratio | gRPC C++ client -> sluice server | sluice client -> gRPC C++ server |")
+  print("|---|---|---|---|---|---|")
+  for size in sorted({s for m, s, _ in cells if m == mode}):
     row = {}
     for p in ("ss", "gg", "gs", "sg"):
-        v = cells[(size, p)]
+        v = cells[(mode, size, p)]
         errs = sum(x[3] for x in v)
         row[p] = (med(v, 0), med(v, 1), med(v, 2), errs)
     def fmt(p):
@@ -146,6 +159,7 @@ for size in sorted({s for s, _ in cells}):
         return s + (f" ({e} errors)" if e else "")
     ratio = row["ss"][0] / row["gg"][0] if row["gg"][0] else float("nan")
     print(f"| {size:,} B | {fmt('ss')} | {fmt('gg')} | {ratio:.2f}x | {fmt('gs')} | {fmt('sg')} |")
+  print()
 print(f"\n## Server memory per connection ({nconn} connections)\n")
 print("| server | idle KiB/conn | one held call KiB/conn | RSS after closing (idle / held) vs start | KiB per held call (900 on one connection) |")
 print("|---|---|---|---|---|")
