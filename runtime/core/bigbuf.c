@@ -64,8 +64,13 @@ static void free_list(void *p) {
 
 /* Rounds a large request up to a quarter of its power of two, so that
  * blocks of nearby sizes (a message with and without its prefix, or a
- * little larger next time) fit each other's slot. */
+ * little larger next time) fit each other's slot. The headroom makes a
+ * size on a class boundary (1 MiB exactly) land in the next class: the
+ * same payload plus its 5-byte prefix or a few bytes of protobuf framing
+ * must still fit, and malloc_usable_size gives no slack under ASan (glibc's
+ * mmap'd chunks happen to have a page of it, which hid this). */
 static size_t round_class(size_t len) {
+  len += SLUICE__BIGBUF_HEADROOM;
   size_t q = SLUICE__BIGBUF_MIN / 4;
   while (q * 8 <= len)
     q *= 2;

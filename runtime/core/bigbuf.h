@@ -31,6 +31,8 @@
 #define SLUICE__BIGBUF_SLOTS 16
 #define SLUICE__BIGBUF_MAX_BYTES (16u << 20)
 #define SLUICE__BIGBUF_AGE_MS 2000
+/* Bytes a new block gets beyond the class of its request (bigbuf.c). */
+#define SLUICE__BIGBUF_HEADROOM 64u
 
 /* A block of at least len bytes (a cached one when len is large and one
  * fits), NULL when out of memory. Its contents are undefined. Give it back
