@@ -529,9 +529,7 @@ static const sluice__cstream_ops cstream_ops = {
     attempt_headers, attempt_data_failed, attempt_closed};
 
 /* The data provider took n bytes of the request. */
-static void attempt_read(sluice__stream *s, size_t n, int ready,
-                         uint32_t *flags) {
-  (void)flags;
+static void attempt_read(sluice__stream *s, size_t n, int ready) {
   sluice__attempt *a = SLUICE__CONTAINER_OF(s, sluice__attempt, cs.st);
   if (n)
     sluice__picker_flushed(&a->pick);

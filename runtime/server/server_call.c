@@ -408,15 +408,11 @@ static int add_status(sluice__nvs *h, sluice_server_call *call,
 
 /* The data provider's body (transport/stream.h): the send queue, then
  * the status in the trailers. */
-static ssize_t read_response(sluice__stream *s, uint8_t *buf, size_t len,
-                             uint32_t *flags) {
+static ssize_t read_response(sluice__stream *s, size_t len, uint32_t *flags) {
   sluice_server_call *call = SLUICE__CONTAINER_OF(s, sluice_server_call, st.s);
   if (call->final_sent) /* the library ended the stream (end_now) */
     return NGHTTP2_ERR_DEFERRED;
-  int ready = 0;
-  ssize_t n = sluice__stream_read(s, buf, len, flags, &ready);
-  if (ready)
-    sluice__loop_post(call->lp->loop, &call->ready_task);
+  ssize_t n = sluice__stream_read(s, len, flags);
   if (*flags & NGHTTP2_DATA_FLAG_EOF) {
     /* The queue closes when the final status is decided (finish or a
      * library failure); the status goes in the trailers. */
@@ -436,7 +432,15 @@ static ssize_t read_response(sluice__stream *s, uint8_t *buf, size_t len,
   return n;
 }
 
-static const sluice__stream_ops stream_ops = {NULL, read_response};
+/* A DATA frame took n bytes of the responses. */
+static void response_sent(sluice__stream *s, size_t n, int ready) {
+  (void)n;
+  sluice_server_call *call = SLUICE__CONTAINER_OF(s, sluice_server_call, st.s);
+  if (ready)
+    sluice__loop_post(call->lp->loop, &call->ready_task);
+}
+
+static const sluice__stream_ops stream_ops = {response_sent, read_response};
 
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==

@@ -514,6 +514,8 @@ static void init_callbacks(void) {
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data);
+  nghttp2_session_callbacks_set_send_data_callback(cbs,
+                                                   sluice__stream_send_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   g_callbacks = cbs;

@@ -466,7 +466,7 @@ void sluice__conn_want_write(sluice__conn *c) {
 /* One write batch being built: the thread's write scratch buffer, or heap
  * memory when a callback of this flush flushes too, or when a frame does
  * not fit. */
-typedef struct batch {
+typedef struct sluice__conn_batch {
   uint8_t *buf;
   size_t len, cap;
   int heap;
@@ -490,44 +490,72 @@ static void batch_close(batch *b) {
   b->buf = NULL;
 }
 
-static int batch_append(batch *b, const uint8_t *data, size_t n) {
+/* Room for n more bytes at the end of b, or NULL when out of memory. */
+static uint8_t *batch_reserve(batch *b, size_t n) {
   if (b->len + n > b->cap) {
     size_t cap = b->len + n;
     uint8_t *nb = sluice__bigbuf_get(cap);
     if (!nb)
-      return -1;
+      return NULL;
     memcpy(nb, b->buf, b->len);
     batch_close(b);
     b->buf = nb;
     b->cap = cap;
     b->heap = 1;
   }
-  memcpy(b->buf + b->len, data, n);
-  b->len += n;
-  return 0;
+  return b->buf + b->len;
+}
+
+uint8_t *sluice__conn_frame_space(sluice__conn *c, size_t n, int *err) {
+  /* nghttp2 writes every DATA frame the windows allow inside one
+   * mem_send call (it returns only for frames it serialised itself), so
+   * the batch bound is enforced here: a full batch says WOULDBLOCK, the
+   * frame stays nghttp2's next item and goes out in the next flush. */
+  if (!c->batch || c->batch->len >= SLUICE__CONN_WBUF_MAX) {
+    *err = NGHTTP2_ERR_WOULDBLOCK;
+    return NULL;
+  }
+  uint8_t *p = batch_reserve(c->batch, n);
+  if (!p)
+    *err = NGHTTP2_ERR_CALLBACK_FAILURE;
+  return p;
+}
+
+void sluice__conn_frame_commit(sluice__conn *c, size_t n) {
+  c->batch->len += n;
 }
 
 /* Pulls up to a batch of nghttp2 output into b. Returns 0, or -1 once
  * closing. */
 static int gather(sluice__conn *c, batch *b) {
+  int rv = 0;
+  c->batch = b; /* DATA frames are written here by the send_data callback */
   while (b->len < SLUICE__CONN_WBUF_MAX) {
     const uint8_t *data;
     ssize_t n = nghttp2_session_mem_send(c->session, &data);
     if (n < 0) {
       sluice__conn_close(c, "HTTP/2 session error");
-      return -1;
+      rv = -1;
+      break;
     }
     if (n == 0)
       break;
     /* nghttp2 hands out one frame per call, valid until the next. */
-    if (batch_append(b, data, (size_t)n) != 0) {
+    uint8_t *dst = batch_reserve(b, (size_t)n);
+    if (!dst) {
       sluice__conn_close(c, "out of memory");
-      return -1;
+      rv = -1;
+      break;
     }
-    if (c->closing)
-      return -1;
+    memcpy(dst, data, (size_t)n);
+    b->len += (size_t)n;
+    if (c->closing) {
+      rv = -1;
+      break;
+    }
   }
-  return 0;
+  c->batch = NULL;
+  return rv;
 }
 
 /* TLS: the next ciphertext into b. What the engine still holds goes first;

@@ -70,8 +70,9 @@ struct sluice__conn {
    * transport/scratch.h). */
   uint8_t *pend;
   size_t pend_len;
-  size_t pend_sent;        /* of pend_len, already written */
-  struct sluice__tls *tls; /* NULL: plaintext */
+  size_t pend_sent;                 /* of pend_len, already written */
+  struct sluice__conn_batch *batch; /* the batch a flush is gathering */
+  struct sluice__tls *tls;          /* NULL: plaintext */
   int started;
   int close_when_flushed;
   int closing;
@@ -95,6 +96,16 @@ static inline size_t sluice__copy_next(const uint8_t *src, size_t len,
   *sent += n;
   return n;
 }
+
+/* While a flush gathers nghttp2's output (nghttp2's send_data callback,
+ * transport/stream.c): room for n more bytes at the end of the batch.
+ * Returns where to write them (then sluice__conn_frame_commit), or NULL
+ * with *err NGHTTP2_ERR_WOULDBLOCK (no batch is being gathered: nghttp2
+ * retries at the next flush) or NGHTTP2_ERR_CALLBACK_FAILURE (no memory). */
+uint8_t *sluice__conn_frame_space(sluice__conn *c, size_t n, int *err);
+
+/* The n bytes written at sluice__conn_frame_space are part of the batch. */
+void sluice__conn_frame_commit(sluice__conn *c, size_t n);
 
 /* Initialises c for a TCP socket (is_pipe 0) or Unix socket (1) on loop. */
 int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,

@@ -209,6 +209,24 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
   return st;
 }
 
+sluice__sendq_state sluice__sendq_peek(sluice__sendq *q, size_t cap,
+                                       size_t *n) {
+  uv_mutex_lock(&q->mu);
+  size_t got = q->queued < cap ? q->queued : cap;
+  sluice__sendq_state st = SLUICE__SENDQ_DATA;
+  if (got == q->queued) { /* as read: the queue would be empty after it */
+    if (q->closed)
+      st = SLUICE__SENDQ_EOF;
+    else if (got == 0) {
+      st = SLUICE__SENDQ_DEFERRED;
+      q->deferred = 1;
+    }
+  }
+  uv_mutex_unlock(&q->mu);
+  *n = got;
+  return st;
+}
+
 int sluice__sendq_retain_dropped(sluice__sendq *q) {
   uv_mutex_lock(&q->mu);
   int d = q->retain_dropped;

@@ -102,6 +102,13 @@ typedef enum {
 sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
                                        size_t cap, size_t *n, int *ready);
 
+/* Loop thread, data provider of a DATA frame sent without a copy into
+ * nghttp2 (NGHTTP2_DATA_FLAG_NO_COPY): how many of the next cap bytes the
+ * frame can carry now (*n) and whether they end the queue; takes nothing
+ * (sluice__sendq_read copies them when the frame goes out). DEFERRED as for
+ * read: empty but open, resume when pushed. */
+sluice__sendq_state sluice__sendq_peek(sluice__sendq *q, size_t cap, size_t *n);
+
 /* Bytes queued now (thread-safe). */
 size_t sluice__sendq_queued(sluice__sendq *q);
 

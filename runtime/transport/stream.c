@@ -2,6 +2,7 @@
 #include "transport/stream.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void sluice__stream_init(sluice__stream *s, sluice__sendq *sendq,
                          uint32_t max_msg, sluice__deliver_fn deliver,
@@ -20,31 +21,68 @@ void sluice__stream_detach(sluice__stream *s) {
   s->conn = NULL;
 }
 
-ssize_t sluice__stream_read(sluice__stream *s, uint8_t *buf, size_t len,
-                            uint32_t *flags, int *ready) {
+ssize_t sluice__stream_read(sluice__stream *s, size_t len, uint32_t *flags) {
   size_t n = 0;
-  sluice__sendq_state st = sluice__sendq_read(s->sendq, buf, len, &n, ready);
+  sluice__sendq_state st = sluice__sendq_peek(s->sendq, len, &n);
   if (st == SLUICE__SENDQ_EOF)
     *flags |= NGHTTP2_DATA_FLAG_EOF;
   if (st == SLUICE__SENDQ_DEFERRED)
     return NGHTTP2_ERR_DEFERRED;
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
   return (ssize_t)n;
 }
 
+/* nghttp2's buf is not used: the bytes go out through
+ * sluice__stream_send_data, one copy fewer per byte sent. */
 static ssize_t provider_read(nghttp2_session *session, int32_t stream_id,
                              uint8_t *buf, size_t len, uint32_t *flags,
                              nghttp2_data_source *src, void *ud) {
   (void)session;
   (void)stream_id;
+  (void)buf;
   (void)ud;
   sluice__stream *s = src->ptr;
   if (s->ops && s->ops->read)
-    return s->ops->read(s, buf, len, flags);
+    return s->ops->read(s, len, flags);
+  return sluice__stream_read(s, len, flags);
+}
+
+int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
+                             const uint8_t *framehd, size_t length,
+                             nghttp2_data_source *source, void *ud) {
+  (void)session;
+  (void)ud;
+  sluice__stream *s = source->ptr;
+  if (!s->conn) /* detached: the stream is ending; reset it, not the link */
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  /* Padding is never asked for; written as the callback's contract says
+   * should a peer-independent default ever add it. */
+  size_t pad = frame->data.padlen;
+  size_t total = 9 + (pad > 0 ? 1 : 0) + length + (pad > 1 ? pad - 1 : 0);
+  int err = 0;
+  uint8_t *dst = sluice__conn_frame_space(s->conn, total, &err);
+  if (!dst)
+    return err;
+  memcpy(dst, framehd, 9);
+  size_t at = 9;
+  if (pad > 0)
+    dst[at++] = (uint8_t)(pad - 1);
+  size_t got = 0;
   int ready = 0;
-  ssize_t rv = sluice__stream_read(s, buf, len, flags, &ready);
+  sluice__sendq_read(s->sendq, dst + at, length, &got, &ready);
+  /* Dropped since the frame was sized (an abort, which resets the stream
+   * anyway): nghttp2 resets it, nothing of it reaches the batch. */
+  if (got != length)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  at += length;
+  if (pad > 1) {
+    memset(dst + at, 0, pad - 1);
+    at += pad - 1;
+  }
+  sluice__conn_frame_commit(s->conn, at);
   if (s->ops && s->ops->on_read)
-    s->ops->on_read(s, rv > 0 ? (size_t)rv : 0, ready, flags);
-  return rv;
+    s->ops->on_read(s, length, ready);
+  return 0;
 }
 
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s) {

@@ -25,13 +25,12 @@
 typedef struct sluice__stream sluice__stream;
 
 typedef struct sluice__stream_ops {
-  /* Optional. The data provider took n bytes of the send queue (n may be
-   * 0); ready: the queue fell below half its bound (report
-   * on_send_ready); *flags are nghttp2's data flags so far. */
-  void (*on_read)(sluice__stream *s, size_t n, int ready, uint32_t *flags);
+  /* Optional. A DATA frame took n bytes of the send queue (n may be 0);
+   * ready: the queue fell below half its bound (report on_send_ready). */
+  void (*on_read)(sluice__stream *s, size_t n, int ready);
   /* Optional: the data provider's whole body instead (an owner that ends
-   * its data with trailers); it reads through sluice__stream_read. */
-  ssize_t (*read)(sluice__stream *s, uint8_t *buf, size_t len, uint32_t *flags);
+   * its data with trailers); it sizes the frame with sluice__stream_read. */
+  ssize_t (*read)(sluice__stream *s, size_t len, uint32_t *flags);
 } sluice__stream_ops;
 
 struct sluice__stream {
@@ -61,12 +60,21 @@ static inline void sluice__stream_attach(sluice__stream *s, sluice__conn *conn,
 void sluice__stream_detach(sluice__stream *s);
 
 /* A data provider reading s->sendq, for nghttp2_submit_request/response. */
-/* The data provider's reading of the send queue into buf: returns the byte
- * count, or NGHTTP2_ERR_DEFERRED when the queue is empty but open; sets
- * NGHTTP2_DATA_FLAG_EOF in *flags at its end and *ready when it fell below
- * half its bound. */
-ssize_t sluice__stream_read(sluice__stream *s, uint8_t *buf, size_t len,
-                            uint32_t *flags, int *ready);
+/* The data provider's sizing of the next DATA frame (at most len bytes of
+ * the send queue): returns the byte count, or NGHTTP2_ERR_DEFERRED when the
+ * queue is empty but open; sets NGHTTP2_DATA_FLAG_EOF in *flags at its end.
+ * The frame is sent without a copy into nghttp2 (NGHTTP2_DATA_FLAG_NO_COPY):
+ * sluice__stream_send_data copies the bytes straight from the send queue
+ * into the connection's write batch. */
+ssize_t sluice__stream_read(sluice__stream *s, size_t len, uint32_t *flags);
+
+/* nghttp2's send_data callback, for every session whose streams are
+ * sluice__streams (nghttp2_session_callbacks_set_send_data_callback):
+ * writes the frame header and the queue's next length bytes into the write
+ * batch being gathered, and tells the owner (ops->on_read). */
+int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
+                             const uint8_t *framehd, size_t length,
+                             nghttp2_data_source *source, void *ud);
 
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s);
 
