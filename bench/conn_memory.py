@@ -21,7 +21,8 @@ M calls on a single connection (the server must allow M concurrent
 streams: echo_server --max-streams) and reports the memory per held call.
 
   bench/conn_memory.py --server build/bench/echo_server [--connections N]
-                       [--calls-on-one M] [--grpc] [--json]
+                       [--calls-on-one M] [--grpc] [--json] [--hold S]
+                       [--max-closed-ratio R]
 
 Progress goes to stderr; the result table (or JSON) to stdout. Every wait is
 bounded; the server is killed at the end whatever happens.
@@ -128,7 +129,7 @@ class Server:
         self.a, self.port = a, port
         cmd = [a.server, "--port", str(port), "--threads", "1"]
         if not a.grpc:
-            cmd += ["--delay-us", str(HOLD_S * 1000000), "--no-health"]
+            cmd += ["--delay-us", str(a.hold * 1000000), "--no-health"]
             if a.calls_on_one:
                 cmd += ["--max-streams", str(a.calls_on_one + 10)]
         self.cmd = cmd
@@ -177,13 +178,22 @@ def main():
                     help="the server is gRPC C++'s: no held-call steps")
     ap.add_argument("--path", default="/bench.Echo/Unary")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--hold", type=int, default=HOLD_S,
+                    help="seconds the server holds each call (default %d)"
+                    % HOLD_S)
+    ap.add_argument("--max-closed-ratio", type=float, default=0,
+                    help="exit 1 when RSS after closing (idle or held) is "
+                    "above this many times the start figure (a regression "
+                    "check; 0: none)")
     a = ap.parse_args()
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = a.connections + 256
     if soft < need:
-        if hard < need:
-            sys.exit(f"conn_memory: RLIMIT_NOFILE hard limit {hard} < {need}")
+        if hard < need:  # 77: a test runner's "skipped"
+            print(f"conn_memory: RLIMIT_NOFILE hard limit {hard} < {need}",
+                  file=sys.stderr)
+            sys.exit(77)
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
     n = a.connections
@@ -212,7 +222,7 @@ def main():
             for s in conns:
                 s.close()
             # The server keeps a held call until its reply is due.
-            time.sleep(max(1.0, sent + HOLD_S + 1.0 - time.monotonic()))
+            time.sleep(max(1.0, sent + a.hold + 1.0 - time.monotonic()))
             rows["closed"] = settled_rss(srv.pid)
             progress(f"closed: {rows['closed']} KiB")
     if a.calls_on_one and not a.grpc:
@@ -248,7 +258,17 @@ def main():
             a.calls_on_one, 2)
     if a.json:
         print(json.dumps(res))
-        return
+    else:
+        print_summary(a, n, rows, res)
+    if a.max_closed_ratio:
+        worst = max(res["idle_closed_vs_start"],
+                    res.get("held_closed_vs_start", 0))
+        if worst > a.max_closed_ratio:
+            sys.exit(f"conn_memory: memory after closing is {worst:.2f}x "
+                     f"the start, over {a.max_closed_ratio}x")
+
+
+def print_summary(a, n, rows, res):
     print(f"server {res['server']}, {n} connections: start {rows['start']} "
           f"KiB; idle +{res['idle_kib_per_conn']} KiB/conn", end="")
     if "held_kib_per_conn" in res:

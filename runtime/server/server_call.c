@@ -15,10 +15,12 @@
 #include "core/bigbuf.h"
 #include "server/server_call.h"
 #include "sluice/tls.h"
+#include "transport/h2mem.h"
 #include "transport/h2session.h"
 #include "transport/headers.h"
 #include "transport/message.h"
 #include "transport/recv.h"
+#include "transport/scratch.h"
 #include "transport/sendq.h"
 #include "wire/compress.h"
 #include "wire/metadata_internal.h"
@@ -184,6 +186,7 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
   sluice__grpc_req_init(&call->st.req, call->st.req.md);
   call->pacer = pacer;
   call->lp = lp;
+  sluice__wave_up(&lp->calls);
   call->refs = 1; /* the stream's */
   call->finish_task.fn = on_finish_task;
   call->run_task.fn = on_run_task;
@@ -221,10 +224,18 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice__recv_reset(&call->st.s.recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, sluice__bigbuf_pb_allocator());
-  if (on_loop)
-    sluice__objcache_put(&call->lp->cache, call);
-  else
+  if (!on_loop) {
     free(call);
+    return;
+  }
+  sluice__scall_loop *lp = call->lp;
+  sluice__objcache_put(&lp->cache, call);
+  /* Held calls can outlive their connections (a handler that replies
+   * late): the trim after the connections' wave came too early for them.
+   * Posted, not run here: a read or a flush may be using the scratch
+   * buffers the trim frees. */
+  if (sluice__wave_down(&lp->calls, SLUICE__SCALL_TRIM_PEAK))
+    sluice__loop_post_local(l, &lp->trim_task);
 }
 
 void sluice__scall_free_orphans(sluice__scall_shared *sh) {
@@ -256,12 +267,19 @@ void sluice__scall_shared_destroy(sluice__scall_shared *sh) {
   uv_mutex_destroy(&sh->mu);
 }
 
+static void on_trim_task(sluice__task *t) {
+  sluice__scall_loop_trim(
+      SLUICE__CONTAINER_OF(t, sluice__scall_loop, trim_task));
+}
+
 void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
                              sluice__loop *loop, sluice__admit_queue *aq) {
   lp->shared = sh;
   lp->loop = loop;
   lp->aq = aq;
   lp->finishing = 0;
+  lp->calls = (sluice__wave){0, 0, 0};
+  lp->trim_task = (sluice__task){on_trim_task, NULL, 0};
   sluice__objcache_init(&lp->cache, sizeof(sluice_server_call), 128);
 }
 
@@ -275,12 +293,17 @@ void sluice__scall_loop_quiesce(sluice__scall_loop *lp) {
 }
 
 void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
+  /* A trim task still queued went with the loop (tasks are not freed). */
   sluice__objcache_drain(&lp->cache);
 }
 
 void sluice__scall_loop_trim(sluice__scall_loop *lp) {
   sluice__objcache_drain(&lp->cache);
+  sluice__h2mem_thread_release();
+  sluice__scratch_thread_release();
+  sluice__mem_trim();
 }
+
 
 static void unref(sluice_server_call *call) {
   if (--call->refs == 0)

@@ -19,6 +19,7 @@
 #include "core/list.h"
 #include "core/loop.h"
 #include "core/objcache.h"
+#include "core/wave.h"
 #include "server/admit.h"
 #include "server/load_report.h"
 #include "server/route.h"
@@ -48,6 +49,8 @@ typedef struct sluice__scall_loop {
   sluice__loop *loop;
   sluice__admit_queue *aq;
   sluice__objcache cache; /* freed call objects (loop thread only) */
+  sluice__wave calls;     /* live call objects, for trimming (loop thread) */
+  sluice__task trim_task; /* a trim after a wave of calls ended */
   int finishing;          /* atomic: finish() calls on this loop's calls between
                              their check of stopped and their post */
 } sluice__scall_loop;
@@ -81,9 +84,16 @@ void sluice__scall_stop(sluice__scall_shared *sh);
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp);
 /* The loop is gone: frees the cached call objects. */
 void sluice__scall_loop_destroy(sluice__scall_loop *lp);
-/* Loop thread: frees the recycled call objects the loop keeps (they come
- * back as calls need them). */
+/* Loop thread, outside any read or flush (it frees the thread's scratch
+ * buffers): gives the memory the loop thread keeps back to the system: the
+ * recycled call objects, nghttp2's block lists, the scratch buffers, the
+ * large-buffer cache and malloc's free pages (all come back as needed). */
 void sluice__scall_loop_trim(sluice__scall_loop *lp);
+
+/* A loop whose live calls fell to half of a peak of at least this many
+ * (then to each further half, and to none) trims as for connections
+ * (server_conn.h): calls may outlive their connections. */
+#define SLUICE__SCALL_TRIM_PEAK 128
 /* After every loop thread has exited: frees the calls finished while the
  * loops were being deleted; later finishes free their call directly. */
 void sluice__scall_free_orphans(sluice__scall_shared *sh);

@@ -8,11 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/bigbuf.h"
 #include "sluice/clock.h"
-#include "transport/h2mem.h"
 #include "transport/h2session.h"
-#include "transport/scratch.h"
 #include "transport/tls.h"
 
 /* Where a connection is in its life (gRFC A9's graceful GOAWAY). */
@@ -529,17 +526,8 @@ static void init_callbacks(void) {
  * all of their memory after they closed (4.3x its starting RSS) without
  * this. A wave of n connections costs about log2(n) trims. */
 static void note_closed(sluice__sconn_loop *cl) {
-  cl->n_conns--;
-  if (cl->peak_conns < SLUICE__SCONN_TRIM_PEAK ||
-      (cl->n_conns > cl->trim_at && cl->n_conns > 0))
-    return;
-  cl->trim_at = cl->n_conns / 2;
-  if (cl->n_conns == 0)
-    cl->peak_conns = 0; /* the wave is over */
-  sluice__scall_loop_trim(&cl->calls);
-  sluice__h2mem_thread_release();
-  sluice__scratch_thread_release();
-  sluice__mem_trim();
+  if (sluice__wave_down(&cl->conns_wave, SLUICE__SCONN_TRIM_PEAK))
+    sluice__scall_loop_trim(&cl->calls);
 }
 
 /* The connection's last handle is closed: nothing of it is left. */
@@ -606,10 +594,7 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   sc->timer.data = sc;
   sluice__list_init(&sc->calls);
   sluice__list_push(&cl->conns, &sc->link);
-  if (++cl->n_conns > cl->peak_conns) {
-    cl->peak_conns = cl->n_conns;
-    cl->trim_at = cl->n_conns / 2;
-  }
+  sluice__wave_up(&cl->conns_wave);
   uv_mutex_lock(&sh->mu);
   sh->live++;
   uv_mutex_unlock(&sh->mu);
@@ -715,5 +700,5 @@ void sluice__sconn_wait_gone(sluice__sconn_shared *sh, uint64_t end_ns) {
 void sluice__sconn_loop_init(sluice__sconn_loop *cl, sluice__sconn_shared *sh) {
   cl->shared = sh;
   sluice__list_init(&cl->conns);
-  cl->n_conns = cl->peak_conns = cl->trim_at = 0;
+  cl->conns_wave = (sluice__wave){0, 0, 0};
 }

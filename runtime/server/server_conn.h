@@ -10,6 +10,7 @@
 
 #include "core/list.h"
 #include "core/loop.h"
+#include "core/wave.h"
 #include "server/route.h"
 #include "server/server_call.h"
 #include "server/server_opts.h"
@@ -35,14 +36,12 @@ typedef struct sluice__sconn_loop {
   sluice__sconn_shared *shared;
   sluice__scall_loop calls; /* their calls' */
   sluice__list conns;       /* the loop's connections */
-  unsigned n_conns;         /* how many */
-  unsigned peak_conns;      /* most in this wave (0: none) */
-  unsigned trim_at;         /* trim memory when down to this many */
+  sluice__wave conns_wave;  /* how many, for trimming (core/wave.h) */
 } sluice__sconn_loop;
 
 /* A loop whose connections fell to half of a peak of at least this many
  * (and then to each further half, and to none) gives its cached memory and
- * malloc's free pages back to the system. */
+ * malloc's free pages back to the system (sluice__scall_loop_trim). */
 #define SLUICE__SCONN_TRIM_PEAK 128
 
 void sluice__sconn_shared_init(sluice__sconn_shared *sh,
