@@ -48,8 +48,9 @@ struct sluice_server_call {
   int half_close_told; /* on_half_close fired */
   sluice_status_code fail_code;
   const char *fail_reason;
-  char fail_buf[160];
-  char size_buf[80]; /* the receiver's "larger than max" text */
+  /* A formatted fail_reason's own copy (keep_text), or NULL: the rare
+   * failure does not make every call carry buffers for its text. */
+  char *fail_text;
   char peer[64];
   char *peer_identity; /* copied from the connection, or NULL */
   uv_timer_t timer;
@@ -216,6 +217,7 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   free(call->peer_identity);
   free(call->message);
   free(call->fin_message);
+  free(call->fail_text);
   sluice__sendq_destroy(&call->sendq);
   sluice_metadata_del(call->st.req.md);
   sluice_metadata_del(call->initial_md);
@@ -303,7 +305,6 @@ void sluice__scall_loop_trim(sluice__scall_loop *lp) {
   sluice__scratch_thread_release();
   sluice__mem_trim();
 }
-
 
 static void unref(sluice_server_call *call) {
   if (--call->refs == 0)
@@ -593,6 +594,16 @@ void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
 
 /* ---- receiving */
 
+/* A failure text formatted on the stack, kept for as long as the call
+ * (fail_reason is read again when the request ends); a fixed text when
+ * there is no memory for the copy. */
+static const char *keep_text(sluice_server_call *call, const char *text) {
+  free(call->fail_text);
+  call->fail_text = strdup(text);
+  return call->fail_text ? call->fail_text
+                         : "request failed (out of memory for its reason)";
+}
+
 static void tell_done(sluice_server_call *call, int cancelled);
 
 static void maybe_tell_half_close(sluice_server_call *call) {
@@ -622,13 +633,13 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
     return 1;
   }
   ProtobufCMessage *msg;
+  char text[160];
   sluice_status_code code = sluice__msg_unpack(
       m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
-      call->st.s.recv.deframer.max_size, &msg, call->fail_buf,
-      sizeof call->fail_buf);
+      call->st.s.recv.deframer.max_size, &msg, text, sizeof text);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
-    call->fail_reason = call->fail_buf;
+    call->fail_reason = keep_text(call, text);
     return 1;
   }
   call->n_msgs++;
@@ -665,10 +676,11 @@ void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
     return;
   }
   const char *reason;
-  sluice_status_code code = sluice__stream_data_in(
-      &st->s, data, len, call->size_buf, sizeof call->size_buf, &reason);
+  char text[80]; /* the receiver's "larger than max" text */
+  sluice_status_code code =
+      sluice__stream_data_in(&st->s, data, len, text, sizeof text, &reason);
   if (code != SLUICE_STATUS_OK && !call->responded)
-    fail_from_recv(call, code, reason);
+    fail_from_recv(call, code, reason == text ? keep_text(call, text) : reason);
 }
 
 /* ---- deadline and dispatch */
