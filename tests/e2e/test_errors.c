@@ -182,9 +182,14 @@ static void test_server_max_request_size(void **state) {
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.payload.data = data;
   req.payload.len = sizeof data;
-  assert_int_equal(call_echo(ch, NULL, &req, NULL, NULL, 0),
+  char msg[256];
+  assert_int_equal(call_echo(ch, NULL, &req, NULL, msg, sizeof msg),
                    SLUICE_STATUS_RESOURCE_EXHAUSTED);
   assert_int_equal(atomic_load(&s->calls), 0);
+  /* The server's text, formatted when the prefix arrived and kept until
+   * the status went out, names both sizes. */
+  assert_non_null(strstr(msg, "received message larger than max ("));
+  assert_non_null(strstr(msg, "vs. 1024)"));
   /* A small one still passes on the same channel. */
   req.payload.len = 100;
   assert_int_equal(call_echo(ch, NULL, &req, NULL, NULL, 0), SLUICE_STATUS_OK);
