@@ -752,6 +752,8 @@ void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route) {
    * its callbacks. */
   sluice__recv_init(&call->st.s.recv, max_request(call), deliver, call,
                     streams_requests(call));
+  if (streams_responses(call))
+    sluice__stream_set_incremental(&call->st.s);
   if (streams_requests(call))
     dispatch(call);
 }

@@ -85,6 +85,15 @@ int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
   return 0;
 }
 
+void sluice__stream_set_incremental(sluice__stream *s) {
+  nghttp2_extpri pri = {NGHTTP2_EXTPRI_DEFAULT_URGENCY, 1};
+  /* Fails only for a client session or an unknown stream: then there is
+   * nothing to schedule. */
+  if (s->conn)
+    (void)nghttp2_session_change_extpri_stream_priority(s->conn->session, s->id,
+                                                        &pri, 1);
+}
+
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s) {
   nghttp2_data_provider dp;
   dp.source.ptr = s;

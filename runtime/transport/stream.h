@@ -78,6 +78,12 @@ int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
 
 nghttp2_data_provider sluice__stream_provider(sluice__stream *s);
 
+/* Server: s's DATA shares the connection round robin with the other
+ * incremental streams (RFC 9218 incremental; transport/h2session.c) instead
+ * of going out whole before the next response: for a stream of responses,
+ * which may never end. Client priority signals for it are ignored. */
+void sluice__stream_set_incremental(sluice__stream *s);
+
 /* Returns n received bytes to the peer's stream window. */
 void sluice__stream_consume(sluice__stream *s, size_t n);
 

@@ -7,6 +7,7 @@
 #include "e2e_common.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -626,6 +627,52 @@ static void test_paused_client_reader_100mib(void **state) {
 
 static int got_five(cstate *s) { return s->received >= 5 || s->done; }
 
+/* Two server streams on one connection: an endless one (its handler
+ * refills the send queue whenever there is room, so it always has data)
+ * and a short one started after it. The server sends responses whole, in
+ * order (RFC 9218, transport/h2session.c), except those of streaming
+ * methods, which are incremental and share the connection: the short
+ * stream must finish while the endless one still streams. */
+static void test_streams_share_the_connection(void **state) {
+  fixture *f = *state;
+  cstate big, small;
+  cs_init(&big);
+  cs_init(&small);
+  Streamt__DownloadReq req = STREAMT__DOWNLOAD_REQ__INIT;
+  req.count = 4000000; /* 64 GB: ends only by the cancel below */
+  req.size = 16 * 1024;
+  sluice_call *bc = NULL, *sc = NULL;
+  assert_int_equal(
+      sluice_call_start_msg(f->ch, DOWNLOAD, &req.base, NULL, &CH, &big, &bc),
+      0);
+  assert_true(cs_wait(&big, got_any, E2E_HANG_MS));
+  req.count = 20;
+  assert_int_equal(
+      sluice_call_start_msg(f->ch, DOWNLOAD, &req.base, NULL, &CH, &small, &sc),
+      0);
+  assert_true(cs_wait(&small, is_done, E2E_HANG_MS));
+  assert_int_equal(small.code, SLUICE_STATUS_OK);
+  assert_int_equal(small.received, 20);
+  pthread_mutex_lock(&big.mu);
+  int big_done = big.done;
+  uint64_t big_received = big.received;
+  pthread_mutex_unlock(&big.mu);
+  print_message("the endless stream had sent %" PRIu64 " messages\n",
+                big_received);
+  assert_int_equal(big_done, 0);
+  assert_int_equal(sluice_call_cancel(bc, NULL), 0);
+  assert_true(cs_wait(&big, is_done, E2E_HANG_MS));
+  assert_int_equal(big.code, SLUICE_STATUS_CANCELLED);
+  assert_int_equal(big.out_of_order + small.out_of_order, 0);
+  assert_int_equal(big.bad_payload + small.bad_payload, 0);
+  assert_int_equal(srv_wait_done(2), 2);
+  assert_int_equal(g_srv.cancelled, 1);
+  sluice_call_release(bc);
+  sluice_call_release(sc);
+  cs_destroy(&big);
+  cs_destroy(&small);
+}
+
 static void test_client_cancels_mid_stream(void **state) {
   fixture *f = *state;
   cstate s;
@@ -906,6 +953,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_paused_server_reader_100mib, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_paused_client_reader_100mib, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_streams_share_the_connection, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_client_cancels_mid_stream, setup,
                                       teardown),
