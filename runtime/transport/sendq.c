@@ -157,6 +157,21 @@ int sluice__sendq_rewind(sluice__sendq *q) {
   return rv;
 }
 
+/* Under q->mu: what a drain of got bytes means for the data provider, when
+ * it leaves the queue empty or not. */
+static sluice__sendq_state state_after(sluice__sendq *q, int empty,
+                                       size_t got) {
+  if (!empty)
+    return SLUICE__SENDQ_DATA;
+  if (q->closed)
+    return SLUICE__SENDQ_EOF;
+  if (got == 0) {
+    q->deferred = 1;
+    return SLUICE__SENDQ_DEFERRED;
+  }
+  return SLUICE__SENDQ_DATA;
+}
+
 sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
                                        size_t cap, size_t *n, int *ready) {
   size_t got = 0;
@@ -194,15 +209,7 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
     q->want_ready = 0;
     *ready = 1;
   }
-  sluice__sendq_state st = SLUICE__SENDQ_DATA;
-  if (!q->head) {
-    if (q->closed)
-      st = SLUICE__SENDQ_EOF;
-    else if (got == 0) {
-      st = SLUICE__SENDQ_DEFERRED;
-      q->deferred = 1;
-    }
-  }
+  sluice__sendq_state st = state_after(q, q->head == NULL, got);
   uv_mutex_unlock(&q->mu);
   free_list(q, done);
   *n = got;
@@ -213,15 +220,8 @@ sluice__sendq_state sluice__sendq_peek(sluice__sendq *q, size_t cap,
                                        size_t *n) {
   uv_mutex_lock(&q->mu);
   size_t got = q->queued < cap ? q->queued : cap;
-  sluice__sendq_state st = SLUICE__SENDQ_DATA;
-  if (got == q->queued) { /* as read: the queue would be empty after it */
-    if (q->closed)
-      st = SLUICE__SENDQ_EOF;
-    else if (got == 0) {
-      st = SLUICE__SENDQ_DEFERRED;
-      q->deferred = 1;
-    }
-  }
+  /* As read would say: the queue is empty after it when it takes all. */
+  sluice__sendq_state st = state_after(q, got == q->queued, got);
   uv_mutex_unlock(&q->mu);
   *n = got;
   return st;
