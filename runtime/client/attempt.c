@@ -60,7 +60,7 @@ static int breaker_ok(const sluice_call *c) {
 
 static int deliver(void *ud, int compressed, const uint8_t *data, size_t len);
 static const sluice__cstream_ops cstream_ops;
-static const sluice__stream_ops stream_ops;
+static const sluice__stream_ops stream_ops, stream_ops_turns;
 static const sluice__pick_ops pick_ops;
 static void parked_cancel(sluice__parked *p);
 
@@ -78,8 +78,12 @@ void sluice__attempt_init(sluice_call *c, sluice__attempt *a,
   a->final_pending = 0;
   a->fail_code = SLUICE_STATUS_OK;
   a->fail_reason = NULL;
-  sluice__cstream_init(&a->cs, q, c->max_response_size, deliver, a,
-                       &cstream_ops, &stream_ops);
+  /* A stream of requests takes turns with the connection's other requests
+   * (each of which goes out whole; transport/h2session.c). */
+  sluice__cstream_init(
+      &a->cs, q, c->max_response_size, deliver, a, &cstream_ops,
+      sluice_call_kind_streams_requests(c->method->kind) ? &stream_ops_turns
+                                                         : &stream_ops);
   /* A pause asked for before this attempt existed holds for it too. */
   a->cs.st.recv.paused = __atomic_load_n(&c->want_paused, __ATOMIC_ACQUIRE);
   a->pick.ops = &pick_ops;
@@ -537,7 +541,9 @@ static void attempt_read(sluice__stream *s, size_t n, int ready) {
     sluice__loop_post(a->call->ch->loop, &a->call->ready_task);
 }
 
-static const sluice__stream_ops stream_ops = {attempt_read, NULL};
+static const sluice__stream_ops stream_ops = {attempt_read, NULL, 0};
+static const sluice__stream_ops stream_ops_turns = {attempt_read, NULL,
+                                                    SLUICE__STREAM_QUANTUM};
 
 /* ---- what the picker reports (picker.h) */
 

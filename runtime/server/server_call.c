@@ -464,7 +464,7 @@ static void response_sent(sluice__stream *s, size_t n, int ready) {
     sluice__loop_post(call->lp->loop, &call->ready_task);
 }
 
-static const sluice__stream_ops stream_ops = {response_sent, read_response};
+static const sluice__stream_ops stream_ops = {response_sent, read_response, 0};
 
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==

@@ -525,6 +525,34 @@ void sluice__conn_frame_commit(sluice__conn *c, size_t n) {
   c->batch->len += n;
 }
 
+int sluice__conn_yield(sluice__conn *c, int32_t id) {
+  if (c->n_yielded == c->cap_yielded) {
+    /* A stream is listed at most once (deferred until resumed): bounded by
+     * the connection's streams. */
+    uint32_t cap = c->cap_yielded ? 2 * c->cap_yielded : 4;
+    int32_t *ids = realloc(c->yielded, cap * sizeof *ids);
+    if (!ids)
+      return -1;
+    c->yielded = ids;
+    c->cap_yielded = cap;
+  }
+  c->yielded[c->n_yielded++] = id;
+  return 0;
+}
+
+/* nghttp2 has nothing else to send: the streams that gave up their turn
+ * go again, in the order they gave it up. Returns non-zero when any did. */
+static int resume_yielded(sluice__conn *c) {
+  int any = 0;
+  uint32_t n = c->n_yielded;
+  c->n_yielded = 0;
+  for (uint32_t i = 0; i < n; i++)
+    /* Fails only for a stream nghttp2 has closed meanwhile. */
+    if (nghttp2_session_resume_data(c->session, c->yielded[i]) == 0)
+      any = 1;
+  return any;
+}
+
 /* Pulls up to a batch of nghttp2 output into b. Returns 0, or -1 once
  * closing. */
 static int gather(sluice__conn *c, batch *b) {
@@ -538,8 +566,11 @@ static int gather(sluice__conn *c, batch *b) {
       rv = -1;
       break;
     }
-    if (n == 0)
+    if (n == 0) {
+      if (resume_yielded(c))
+        continue;
       break;
+    }
     /* nghttp2 hands out one frame per call, valid until the next. */
     uint8_t *dst = batch_reserve(b, (size_t)n);
     if (!dst) {
@@ -581,7 +612,9 @@ static int more_output(sluice__conn *c) {
     return 1;
   if (c->tls && !sluice__tls_established(c->tls))
     return 0;
-  return c->session && nghttp2_session_want_write(c->session);
+  /* A yielded stream is deferred for nghttp2, which would not ask. */
+  return c->session &&
+         (nghttp2_session_want_write(c->session) || c->n_yielded > 0);
 }
 
 void sluice__conn_flush(sluice__conn *c) {
@@ -635,6 +668,9 @@ void sluice__conn_flush(sluice__conn *c) {
 static void finish_close(sluice__conn *c) {
   /* A flush deferred before the close would run on freed memory. */
   sluice__loop_cancel(c->loop, &c->flush_task);
+  free(c->yielded);
+  c->yielded = NULL;
+  c->n_yielded = c->cap_yielded = 0;
   sluice__bigbuf_put(c->pend);
   c->pend = NULL;
   sluice__tls_del(c->tls);

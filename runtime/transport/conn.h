@@ -72,7 +72,9 @@ struct sluice__conn {
   size_t pend_len;
   size_t pend_sent;                 /* of pend_len, already written */
   struct sluice__conn_batch *batch; /* the batch a flush is gathering */
-  struct sluice__tls *tls;          /* NULL: plaintext */
+  int32_t *yielded; /* ids of streams that gave up their turn (on demand) */
+  uint32_t n_yielded, cap_yielded;
+  struct sluice__tls *tls; /* NULL: plaintext */
   int started;
   int close_when_flushed;
   int closing;
@@ -106,6 +108,14 @@ uint8_t *sluice__conn_frame_space(sluice__conn *c, size_t n, int *err);
 
 /* The n bytes written at sluice__conn_frame_space are part of the batch. */
 void sluice__conn_frame_commit(sluice__conn *c, size_t n);
+
+/* Loop thread, from the data provider of stream id, which is about to say
+ * NGHTTP2_ERR_DEFERRED with data still queued: it gives up its turn, and
+ * the flush resumes it (nghttp2_session_resume_data) once nghttp2 has
+ * nothing else to send, which puts it behind the streams that were
+ * waiting. Returns 0, or -1 when out of memory (then it keeps its turn).
+ * A stream that closes meanwhile needs nothing: ids are never reused. */
+int sluice__conn_yield(sluice__conn *c, int32_t id);
 
 /* Initialises c for a TCP socket (is_pipe 0) or Unix socket (1) on loop. */
 int sluice__conn_init(sluice__conn *c, sluice__loop *loop, int is_pipe,

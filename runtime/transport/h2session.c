@@ -49,23 +49,20 @@ void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,
   }
   iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
   iv[2].value = max_header_list_size;
-  if (role == SLUICE__H2_SERVER) {
-    /* RFC 9218 scheduling of what the server sends: a response that is
-     * not incremental (every unary one: urgency and incremental at their
-     * defaults) goes out whole before the next one starts, instead of
-     * RFC 7540's round robin of 16 KiB frames over every response, where
-     * all of them finish together at the end. Measured (bench/run_large.sh
-     * cells, 8 unary echos in flight on one connection): 256 KiB ~5.8k ->
-     * ~8k calls/s, 1 MiB +10-15 %. Responses of streaming methods are
-     * marked incremental (server_call.c) and share the connection round
-     * robin, so a long stream cannot hold the others back. The client
-     * keeps RFC 7540's round robin for its requests: nghttp2 lets only a
-     * server mark a stream incremental, and a client stream that always
-     * has data would then starve the connection's other requests. */
-    iv[n].settings_id = NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES;
-    iv[n].value = 1;
-    n++;
-  }
+  /* RFC 9218 scheduling of what we send: a message stream that is not
+   * incremental (urgency and incremental at their defaults) goes out whole
+   * before the next one starts, instead of RFC 7540's round robin of
+   * 16 KiB frames over all of them, where every large message finishes
+   * together, at the end. Measured (bench/run_large.sh cells, 8 unary
+   * echos in flight on one connection): server alone 256 KiB ~5.8k ->
+   * ~8k calls/s, 1 MiB +10-15 %; both sides 1 MiB ~+25 %. Streams that
+   * may never end take turns: a server marks the responses of streaming
+   * methods incremental (server_call.c); nghttp2 lets only a server do
+   * that, so a client's streams of requests give up their turn every
+   * SLUICE__STREAM_QUANTUM bytes instead (transport/stream.h). */
+  iv[n].settings_id = NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES;
+  iv[n].value = 1;
+  n++;
   nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, n);
   nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0,
                                         (int32_t)SLUICE__CONN_WINDOW);

@@ -11,6 +11,7 @@ void sluice__stream_init(sluice__stream *s, sluice__sendq *sendq,
   s->id = 0;
   s->sendq = sendq;
   s->ops = ops;
+  s->run = 0;
   sluice__recv_init(&s->recv, max_msg, deliver, owner, 0);
 }
 
@@ -18,10 +19,17 @@ void sluice__stream_detach(sluice__stream *s) {
   size_t left = sluice__recv_take_unconsumed(&s->recv);
   if (left && s->conn && s->conn->session)
     nghttp2_session_consume_connection(s->conn->session, left);
+  s->run = 0;
   s->conn = NULL;
 }
 
 ssize_t sluice__stream_read(sluice__stream *s, size_t len, uint32_t *flags) {
+  if (s->ops && s->ops->quantum && s->run >= s->ops->quantum && s->conn &&
+      sluice__conn_yield(s->conn, s->id) == 0) {
+    /* Its turn is over: behind the others, resumed by the flush. */
+    s->run = 0;
+    return NGHTTP2_ERR_DEFERRED;
+  }
   size_t n = 0;
   sluice__sendq_state st = sluice__sendq_peek(s->sendq, len, &n);
   if (st == SLUICE__SENDQ_EOF)
@@ -80,6 +88,7 @@ int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
     at += pad - 1;
   }
   sluice__conn_frame_commit(s->conn, at);
+  s->run += (uint32_t)length;
   if (s->ops && s->ops->on_read)
     s->ops->on_read(s, length, ready);
   return 0;

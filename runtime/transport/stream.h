@@ -31,11 +31,21 @@ typedef struct sluice__stream_ops {
   /* Optional: the data provider's whole body instead (an owner that ends
    * its data with trailers); it sizes the frame with sluice__stream_read. */
   ssize_t (*read)(sluice__stream *s, size_t len, uint32_t *flags);
+  /* Client streams of requests: after this many bytes of DATA the stream
+   * gives up its turn to the connection's other streams although it has
+   * more to send (0: never). A client sends each request whole before the
+   * next (RFC 9218, transport/h2session.c); a stream of requests may never
+   * end, so without this it could hold back every other request of its
+   * connection. SLUICE__STREAM_QUANTUM is the usual value. */
+  size_t quantum;
 } sluice__stream_ops;
+
+#define SLUICE__STREAM_QUANTUM (64u * 1024)
 
 struct sluice__stream {
   sluice__conn *conn;   /* NULL: not (or no longer) on a connection */
   int32_t id;           /* valid while conn is set */
+  uint32_t run;         /* DATA bytes since the stream last gave up its turn */
   sluice__sendq *sendq; /* what the data provider reads; the owner's */
   sluice__recv recv;
   const sluice__stream_ops *ops;
