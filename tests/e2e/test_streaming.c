@@ -686,6 +686,7 @@ static void test_streams_share_the_connection(void **state) {
  * is the limit, and only the quantum gives the other requests a turn. */
 typedef struct {
   sluice_call *call;
+  cstate *s; /* the call's, for send_chunk's wait on on_send_ready */
   atomic_int stop;
   uint64_t sent;
   int last_rv;
@@ -695,19 +696,11 @@ static void *push_until_stopped(void *arg) {
   pusher *p = arg;
   uint8_t *payload = malloc(BIG_MSG);
   e2e_fill(payload, BIG_MSG);
-  Streamt__Chunk c = STREAMT__CHUNK__INIT;
-  c.payload.data = payload;
-  c.payload.len = BIG_MSG;
-  /* Bounded: at most ~6 GB or the stop flag. */
+  /* Bounded: at most ~6 GB or the stop flag. A full queue waits for
+   * on_send_ready, at half of 16 MiB: the queue never runs dry. */
   while (!atomic_load(&p->stop) && p->sent < 100000) {
-    c.seq = p->sent;
-    int rv = sluice_call_send(p->call, &c.base);
-    if (rv == SLUICE_ERR_FULL) { /* the queue is full: it has data */
-      e2e_sleep_ms(1);
-      continue;
-    }
-    p->last_rv = rv;
-    if (rv != 0)
+    p->last_rv = send_chunk(p->call, p->s, p->sent, payload, BIG_MSG, 0);
+    if (p->last_rv != 0)
       break;
     p->sent++;
   }
@@ -725,7 +718,7 @@ static void test_request_streams_take_turns(void **state) {
   opts.send_buffer = 16u << 20;
   sluice_call *uc = NULL, *dc = NULL;
   assert_int_equal(sluice_call_start(f->ch, UPLOAD, &opts, &CH, &up, &uc), 0);
-  pusher p = {.call = uc};
+  pusher p = {.call = uc, .s = &up};
   atomic_init(&p.stop, 0);
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, push_until_stopped, &p), 0);
