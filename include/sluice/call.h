@@ -41,6 +41,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "sluice/buf.h"
 #include "sluice/channel.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
@@ -116,6 +117,52 @@ SLUICE_API int sluice_call_start(sluice_channel *ch,
                                  const sluice_call_opts *opts,
                                  const sluice_call_handlers *handlers,
                                  void *user_data, sluice_call **out);
+
+/** What a raw call reports: as sluice_call_handlers, except that each
+ * response message arrives serialized, as a buffer. */
+typedef struct sluice_call_raw_handlers {
+  /** As sluice_call_handlers.on_initial_metadata. */
+  void (*on_initial_metadata)(sluice_call *call, const sluice_metadata *md,
+                              void *user_data);
+  /** One response message, not decoded (uncompressed if it came
+   * compressed). msg is the callee's: free it with sluice_buf_free(), keep
+   * it, or hand it on (sluice_server_call_finish_buf() of a proxy's call,
+   * say) without a copy. NULL here: messages are dropped.
+   * @param call the call
+   * @param msg the serialized message; owned by the callee
+   * @param user_data as given to sluice_call_start_raw() */
+  void (*on_message)(sluice_call *call, sluice_buf *msg, void *user_data);
+  /** As sluice_call_handlers.on_send_ready. */
+  void (*on_send_ready)(sluice_call *call, void *user_data);
+  /** As sluice_call_handlers.on_done; must be set. */
+  void (*on_done)(sluice_call *call, const sluice_status *st, void *user_data);
+} sluice_call_raw_handlers;
+
+/** Starts a raw call: as sluice_call_start(), but response messages are
+ * not decoded; each reaches handlers->on_message as a buffer the
+ * application owns, without the copies of protobuf decoding (a message
+ * that arrived in several DATA frames is handed over in the buffer it was
+ * reassembled in). Send requests with sluice_call_send_buf() (or
+ * sluice_call_send() when method has its request descriptor). method needs
+ * only its path and kind: request and response may be NULL, so a proxy can
+ * forward methods it has no descriptors for. Everything else (deadlines,
+ * retries, flow control, limits, compression) is as for any call.
+ * Thread-safe.
+ * @param ch the channel
+ * @param method the method; kept by the call (see sluice_call_start())
+ * @param opts per-call options, or NULL; read before this returns
+ * @param handlers the callbacks; copied; on_done must be set
+ * @param user_data passed to every callback
+ * @param[out] out receives the call handle; untouched on failure
+ * @retval 0 started: on_done will fire
+ * @retval SLUICE_ERR_INVALID_ARG ch, method, handlers, handlers->on_done,
+ *   out or method->path is NULL; nothing fires
+ * @retval SLUICE_ERR_NOMEM out of memory; nothing fires */
+SLUICE_API int sluice_call_start_raw(sluice_channel *ch,
+                                     const sluice_method_desc *method,
+                                     const sluice_call_opts *opts,
+                                     const sluice_call_raw_handlers *handlers,
+                                     void *user_data, sluice_call **out);
 
 /** As sluice_call_start(), for methods that take one request (unary and
  * server-streaming): req is serialized, queued and the sending side closed
@@ -212,6 +259,33 @@ SLUICE_API int sluice_call_send(sluice_call *call, const ProtobufCMessage *msg);
  * @return as sluice_call_send() */
 SLUICE_API int sluice_call_send_ex(sluice_call *call,
                                    const ProtobufCMessage *msg, unsigned flags);
+
+/** As sluice_call_send(), for a message already serialized: msg's bytes
+ * are queued as they are, without a copy (the library writes gRPC's
+ * 5-byte prefix in room the buffer keeps in front of them), unless the
+ * call compresses its messages (sluice_call_opts compression), which makes
+ * a compressed copy. Works on every call, raw (sluice_call_start_raw()) or
+ * not; the bytes are not checked against the method's request type.
+ * Thread-safe.
+ * @param call the call
+ * @param msg the serialized request; on 0 the library owns it (do not
+ *   touch or free it again); on any error the caller still owns it
+ * @retval 0 queued
+ * @retval SLUICE_ERR_INVALID_ARG call or msg is NULL
+ * @retval SLUICE_ERR_FULL as sluice_call_send(): send it again after
+ *   on_send_ready
+ * @retval SLUICE_ERR_STATE as sluice_call_send()
+ * @retval SLUICE_ERR_TOO_LARGE over max_request_size: the call is failed
+ *   with RESOURCE_EXHAUSTED
+ * @retval SLUICE_ERR_NOMEM out of memory (compressing) */
+SLUICE_API int sluice_call_send_buf(sluice_call *call, sluice_buf *msg);
+/** As sluice_call_send_buf() with flags. Thread-safe.
+ * @param call the call
+ * @param msg the serialized request; owned by the library on 0 only
+ * @param flags 0 or SLUICE_SEND_NO_COMPRESS; other bits are ignored
+ * @return as sluice_call_send_buf() */
+SLUICE_API int sluice_call_send_buf_ex(sluice_call *call, sluice_buf *msg,
+                                       unsigned flags);
 
 /** Half-closes: no more messages will be sent (END_STREAM follows the
  * queued ones). Thread-safe.

@@ -16,6 +16,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "sluice/buf.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
 #include "sluice/method.h"
@@ -53,6 +54,23 @@ typedef struct sluice_server_call sluice_server_call;
 typedef void (*sluice_method_dispatch)(sluice_server_call *call,
                                        const ProtobufCMessage *req,
                                        const void *handlers, void *user_data);
+
+/** The handler of a raw service's methods (sluice_server_add_raw_service()):
+ * requests arrive serialized, not decoded. Unary and server-streaming
+ * methods are dispatched once their single request has arrived (req is
+ * it, owned by the handler from here: free it with sluice_buf_free(), or
+ * hand it on without a copy, to sluice_call_send_buf() of a call to the
+ * next tier, say); client-streaming and bidi methods as soon as the
+ * request headers have (req is NULL: messages come through
+ * sluice_server_call_set_raw_handlers()). sluice_server_call_method() tells
+ * which method it is. Runs on the call's loop thread; the call is then
+ * answered as any other (sluice_server_call_finish_buf(),
+ * sluice_server_call_finish(), ...).
+ * @param call the new call
+ * @param req the serialized request (owned by the handler), or NULL
+ * @param user_data as given to sluice_server_add_raw_service() */
+typedef void (*sluice_raw_dispatch)(sluice_server_call *call, sluice_buf *req,
+                                    void *user_data);
 
 /** The former name of sluice_method_dispatch, from when only unary methods
  * were dispatched this way; the same type, kept so that code using it
@@ -522,6 +540,30 @@ SLUICE_API int sluice_server_add_service(sluice_server *srv,
                                          const void *handlers,
                                          size_t handlers_size, void *user_data);
 
+/** Registers every method of desc as raw: requests reach dispatch
+ * serialized (no protobuf decoding, no copy of a large message), responses
+ * go out as the buffers the handler gives (sluice_server_call_finish_buf(),
+ * sluice_server_call_send_buf()). For servers that pass messages on (proxies,
+ * gateways, a middle tier of a chain) or handle payloads as bytes. The
+ * methods need only path and kind: their message descriptors may be NULL.
+ * Limits, admission, deadlines, compression and health are as for
+ * sluice_server_add_service(). Not thread-safe: one thread, before the
+ * server starts.
+ * @param srv the server
+ * @param desc the service table; borrowed for the server's life
+ * @param dispatch called for every call of every method of desc
+ * @param user_data passed to dispatch
+ * @retval 0 registered
+ * @retval SLUICE_ERR_INVALID_ARG srv, desc or dispatch is NULL, or a
+ *   method has no path
+ * @retval SLUICE_ERR_DUPLICATE a method path is already registered
+ * @retval SLUICE_ERR_STATE the server was started
+ * @retval SLUICE_ERR_NOMEM out of memory */
+SLUICE_API int sluice_server_add_raw_service(sluice_server *srv,
+                                             const sluice_service_desc *desc,
+                                             sluice_raw_dispatch dispatch,
+                                             void *user_data);
+
 /** One serialized google.protobuf.FileDescriptorProto (as protoc gives
  * it to plugins), for server reflection. protoc-gen-sluice emits a static
  * table of them per service: its file and everything it imports. */
@@ -623,6 +665,28 @@ SLUICE_API int sluice_server_call_finish(sluice_server_call *call,
                                          const char *message,
                                          const ProtobufCMessage *resp);
 
+/** As sluice_server_call_finish() with a serialized response: resp's bytes
+ * go out as they are, without a copy, unless the call compresses its
+ * responses (a compressed copy then). Works on raw and protobuf calls
+ * alike; the bytes are not checked against the response type. Callable
+ * from any thread, exactly once per call (counting every finish function).
+ * @param call the call
+ * @param code the status
+ * @param message the status message of a code other than OK; copied;
+ *   NULL: none
+ * @param resp the serialized response, or NULL; on 0 the library owns it
+ *   (also when the call was cancelled, or resp is over the max response
+ *   size and the call finishes RESOURCE_EXHAUSTED instead); on an error
+ *   the caller still does
+ * @retval 0 finished
+ * @retval SLUICE_ERR_INVALID_ARG call is NULL, or OK with resp NULL on a
+ *   unary or client-streaming method; the call is not finished then
+ * @retval SLUICE_ERR_STATE the call was already finished */
+SLUICE_API int sluice_server_call_finish_buf(sluice_server_call *call,
+                                             sluice_status_code code,
+                                             const char *message,
+                                             sluice_buf *resp);
+
 /** Shorthand for sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL,
  * resp).
  * @param call the call
@@ -684,6 +748,40 @@ sluice_server_call_set_handlers(sluice_server_call *call,
                                 const sluice_server_call_handlers *h,
                                 void *user_data);
 
+/** What a raw streaming call reports (sluice_server_add_raw_service()):
+ * as sluice_server_call_handlers, except that request messages arrive
+ * serialized. */
+typedef struct sluice_server_call_raw_handlers {
+  /** One request message, not decoded (uncompressed if it came
+   * compressed); msg is the callee's (free it, keep it or pass it on).
+   * NULL here: messages are dropped.
+   * @param call the call
+   * @param msg the serialized message; owned by the callee
+   * @param user_data as given to sluice_server_call_set_raw_handlers() */
+  void (*on_message)(sluice_server_call *call, sluice_buf *msg,
+                     void *user_data);
+  /** As sluice_server_call_handlers.on_half_close. */
+  void (*on_half_close)(sluice_server_call *call, void *user_data);
+  /** As sluice_server_call_handlers.on_send_ready. */
+  void (*on_send_ready)(sluice_server_call *call, void *user_data);
+  /** As sluice_server_call_handlers.on_done. */
+  void (*on_done)(sluice_server_call *call, int cancelled, void *user_data);
+} sluice_server_call_raw_handlers;
+
+/** sluice_server_call_set_handlers() for a call of a raw service: the same
+ * rules (copied, once, any thread, held messages delivered after it).
+ * @param call the call, of a method registered with
+ *   sluice_server_add_raw_service()
+ * @param h the callbacks; copied
+ * @param user_data passed to every callback
+ * @retval 0 registered
+ * @retval SLUICE_ERR_INVALID_ARG call or h is NULL, or the call is not raw
+ * @retval SLUICE_ERR_STATE already set, or the call was finished */
+SLUICE_API int
+sluice_server_call_set_raw_handlers(sluice_server_call *call,
+                                    const sluice_server_call_raw_handlers *h,
+                                    void *user_data);
+
 /** For generated typed stubs: the user's typed callbacks, each cast to
  * sluice_generic_fn (NULL where not set), and the user's user_data. The
  * members follow sluice_server_call_handlers.
@@ -741,6 +839,25 @@ SLUICE_API int sluice_server_call_send(sluice_server_call *call,
 SLUICE_API int sluice_server_call_send_ex(sluice_server_call *call,
                                           const ProtobufCMessage *msg,
                                           unsigned flags);
+
+/** As sluice_server_call_send() with a serialized message: msg's bytes go
+ * out as they are, without a copy, unless the call compresses (a
+ * compressed copy then). Raw and protobuf calls alike. Thread-safe.
+ * @param call the call
+ * @param msg the serialized response; on 0 the library owns it; on an
+ *   error the caller still does
+ * @retval 0 queued
+ * @retval SLUICE_ERR_INVALID_ARG call or msg is NULL
+ * @return otherwise as sluice_server_call_send() */
+SLUICE_API int sluice_server_call_send_buf(sluice_server_call *call,
+                                           sluice_buf *msg);
+/** As sluice_server_call_send_buf() with flags. Thread-safe.
+ * @param call the call
+ * @param msg the serialized response; owned by the library on 0 only
+ * @param flags 0 or SLUICE_SEND_NO_COMPRESS; other bits are ignored
+ * @return as sluice_server_call_send_buf() */
+SLUICE_API int sluice_server_call_send_buf_ex(sluice_server_call *call,
+                                              sluice_buf *msg, unsigned flags);
 
 /** Pauses (paused != 0) or resumes delivery of request messages; while
  * paused the client is held back by HTTP/2 flow control, so at most one

@@ -14,6 +14,7 @@
  * | sluice/server.h   | servers, admission limits, server calls           |
  * | sluice/tls.h      | TLS and mutual TLS for channels and servers       |
  * | sluice/metadata.h | custom metadata (headers and trailers)            |
+ * | sluice/buf.h      | message buffers of raw (zero-copy) calls          |
  * | sluice/status.h   | call status codes and the API's error codes       |
  * | sluice/method.h   | method and service tables (generated code)        |
  * | sluice/clock.h    | the clock of deadlines                            |
@@ -34,12 +35,13 @@
 #ifndef SLUICE_SLUICE_H
 #define SLUICE_SLUICE_H
 
+#include "sluice/buf.h"
 #include "sluice/call.h"
 #include "sluice/channel.h"
 #include "sluice/clock.h"
 #include "sluice/metadata.h"
-#include "sluice/resilience.h"
 #include "sluice/method.h"
+#include "sluice/resilience.h"
 #include "sluice/server.h"
 #include "sluice/status.h"
 #include "sluice/tls.h"

@@ -19,7 +19,7 @@ extern "C" {
  */
 #define SLUICE_VERSION_MINOR 3
 /** Patch version of these headers. */
-#define SLUICE_VERSION_PATCH 1
+#define SLUICE_VERSION_PATCH 2
 
 /** The ABI version: the number in the shared library's SONAME
  * (libsluice.so.0). It grows with every release that breaks binary

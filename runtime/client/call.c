@@ -503,40 +503,74 @@ static void post_start(sluice_call *c) {
   sluice__loop_post(c->ch->loop, &c->start_task);
 }
 
+/* A request over max_request_size: the call fails with RESOURCE_EXHAUSTED
+ * (before it starts: the failure is recorded for the start task). */
+static void request_too_large(sluice_call *c, size_t size, int started) {
+  char text[160];
+  snprintf(text, sizeof text,
+           "request message larger than max (%zu vs. %" PRIu32 "); not sent",
+           size, c->max_request_size);
+  if (started) {
+    request_fail(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, text);
+  } else {
+    c->fail_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
+    snprintf(c->fail_buf, sizeof c->fail_buf, "%s", text);
+    c->fail_reason = c->fail_buf;
+  }
+}
+
+/* Queues one framed request [prefix | body] (malloc'd); the queue owns it
+ * on 0. */
+static int push_request(sluice_call *c, uint8_t *buf, size_t len) {
+  int deferred;
+  int rv = sluice__sendq_push(&c->sendq, buf, len, 0, &deferred);
+  if (rv == 0 && deferred)
+    kick(c);
+  return rv;
+}
+
+static sluice_compression request_compression(const sluice_call *c,
+                                              unsigned flags) {
+  return (flags & SLUICE_SEND_NO_COMPRESS) ? SLUICE_COMPRESS_NONE
+                                           : c->compression;
+}
+
 /* Serializes msg and queues it. On TOO_LARGE the call is failed with
  * RESOURCE_EXHAUSTED (before it starts: *pre_fail set, no task). */
 static int queue_message(sluice_call *c, const ProtobufCMessage *msg,
                          unsigned flags, int started) {
   uint8_t *buf;
   size_t len, size;
-  sluice_compression comp =
-      (flags & SLUICE_SEND_NO_COMPRESS) ? SLUICE_COMPRESS_NONE : c->compression;
-  int rv = sluice__msg_pack(msg, comp, c->max_request_size, &buf, &len, &size);
-  if (rv == SLUICE_ERR_TOO_LARGE) {
-    char text[160];
-    snprintf(text, sizeof text,
-             "request message larger than max (%zu vs. %" PRIu32 "); not sent",
-             size, c->max_request_size);
-    if (started) {
-      request_fail(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, text);
-    } else {
-      c->fail_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
-      snprintf(c->fail_buf, sizeof c->fail_buf, "%s", text);
-      c->fail_reason = c->fail_buf;
-    }
-    return rv;
-  }
+  int rv = sluice__msg_pack(msg, request_compression(c, flags),
+                            c->max_request_size, &buf, &len, &size);
+  if (rv == SLUICE_ERR_TOO_LARGE)
+    request_too_large(c, size, started);
   if (rv != 0)
     return rv;
-  int deferred;
-  rv = sluice__sendq_push(&c->sendq, buf, len, 0, &deferred);
-  if (rv != 0) {
+  rv = push_request(c, buf, len);
+  if (rv != 0)
     free(buf);
+  return rv;
+}
+
+/* As queue_message for a buffer the caller hands over (on 0 only): its own
+ * block goes into the queue, no copy unless compressed. */
+static int queue_buf(sluice_call *c, sluice_buf *b, unsigned flags,
+                     int started) {
+  uint8_t *buf;
+  size_t len, size;
+  int rv = sluice__msg_frame_buf(b, request_compression(c, flags),
+                                 c->max_request_size, &buf, &len, &size);
+  if (rv == SLUICE_ERR_TOO_LARGE)
+    request_too_large(c, size, started);
+  if (rv != 0)
     return rv;
-  }
-  if (deferred)
-    kick(c);
-  return 0;
+  rv = push_request(c, buf, len);
+  if (rv != 0)
+    sluice__msg_frame_drop(b, buf);
+  else
+    sluice__msg_framed(b, buf);
+  return rv;
 }
 
 /* Builds a unary call on the caller's thread (packing the request there
@@ -587,12 +621,13 @@ static int start_handlers(sluice_channel *ch, const sluice_method_desc *m,
                           const ProtobufCMessage *req,
                           const sluice_call_opts *opts,
                           const sluice_call_handlers *h, void *user_data,
-                          const sluice_call_typed_handlers *typed,
+                          const sluice_call_typed_handlers *typed, int raw,
                           sluice_call **out) {
   sluice_call *c = call_new(ch, m, opts);
   if (!c)
     return SLUICE_ERR_NOMEM;
   c->h = *h;
+  c->raw = raw;
   c->user_data = user_data;
   if (typed) {
     c->typed = *typed;
@@ -619,7 +654,7 @@ int sluice_call_start(sluice_channel *ch, const sluice_method_desc *m,
   if (!ch || !m || !h || !h->on_done || !out || !m->path || !m->request ||
       !m->response)
     return SLUICE_ERR_INVALID_ARG;
-  return start_handlers(ch, m, NULL, opts, h, user_data, NULL, out);
+  return start_handlers(ch, m, NULL, opts, h, user_data, NULL, 0, out);
 }
 
 int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
@@ -630,7 +665,7 @@ int sluice_call_start_msg(sluice_channel *ch, const sluice_method_desc *m,
   if (!ch || !m || !h || !h->on_done || !out || !req || !m->path ||
       !m->request || !m->response || req->descriptor != m->request)
     return SLUICE_ERR_INVALID_ARG;
-  return start_handlers(ch, m, req, opts, h, user_data, NULL, out);
+  return start_handlers(ch, m, req, opts, h, user_data, NULL, 0, out);
 }
 
 int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
@@ -643,23 +678,55 @@ int sluice_call_start_typed(sluice_channel *ch, const sluice_method_desc *m,
       !out || !m->path || !m->request || !m->response ||
       (req && req->descriptor != m->request))
     return SLUICE_ERR_INVALID_ARG;
-  return start_handlers(ch, m, req, opts, tramps, NULL, typed, out);
+  return start_handlers(ch, m, req, opts, tramps, NULL, typed, 0, out);
 }
 
-int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
-                        unsigned flags) {
-  if (!c || !msg || msg->descriptor != c->method->request)
+int sluice_call_start_raw(sluice_channel *ch, const sluice_method_desc *m,
+                          const sluice_call_opts *opts,
+                          const sluice_call_raw_handlers *rh, void *user_data,
+                          sluice_call **out) {
+  if (!ch || !m || !rh || !rh->on_done || !out || !m->path)
     return SLUICE_ERR_INVALID_ARG;
+  /* The same handlers, on_message cast back in attempt.c's deliver. */
+  sluice_call_handlers h = {
+      rh->on_initial_metadata,
+      (void (*)(sluice_call *, const ProtobufCMessage *, void *))rh->on_message,
+      rh->on_send_ready, rh->on_done};
+  return start_handlers(ch, m, NULL, opts, &h, user_data, NULL, 1, out);
+}
+
+/* The checks send_ex and send_buf share: a call that may take a message. */
+static int can_send(sluice_call *c) {
   if (sluice__sendq_is_closed(&c->sendq))
     return SLUICE_ERR_STATE;
   if (!sluice_call_kind_streams_requests(c->method->kind) &&
       sluice__sendq_pushed(&c->sendq) > 0)
     return SLUICE_ERR_STATE;
-  return queue_message(c, msg, flags, 1);
+  return 0;
+}
+
+int sluice_call_send_ex(sluice_call *c, const ProtobufCMessage *msg,
+                        unsigned flags) {
+  if (!c || !msg || !c->method->request ||
+      msg->descriptor != c->method->request)
+    return SLUICE_ERR_INVALID_ARG;
+  int rv = can_send(c);
+  return rv ? rv : queue_message(c, msg, flags, 1);
 }
 
 int sluice_call_send(sluice_call *c, const ProtobufCMessage *msg) {
   return sluice_call_send_ex(c, msg, 0);
+}
+
+int sluice_call_send_buf_ex(sluice_call *c, sluice_buf *msg, unsigned flags) {
+  if (!c || !msg)
+    return SLUICE_ERR_INVALID_ARG;
+  int rv = can_send(c);
+  return rv ? rv : queue_buf(c, msg, flags, 1);
+}
+
+int sluice_call_send_buf(sluice_call *c, sluice_buf *msg) {
+  return sluice_call_send_buf_ex(c, msg, 0);
 }
 
 int sluice_call_close_send(sluice_call *c) {

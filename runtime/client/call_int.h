@@ -107,6 +107,7 @@ struct sluice_call {
   sluice_metadata *initial_md, *trailing_md;
   ProtobufCMessage *resp; /* unary API: the response */
   int last_compressed;
+  int raw; /* sluice_call_start_raw: h.on_message is a raw_on_message_fn */
   /* attempts (see the file comment): first, then hedges */
   sluice__list attempts;
   sluice__attempt first;
@@ -142,6 +143,11 @@ typedef struct sluice__hedge {
   sluice__attempt a;
   sluice__sendq q;
 } sluice__hedge;
+
+/* A raw call's on_message, stored in h.on_message (sluice_call_start_raw):
+ * cast back before calling. */
+typedef void (*sluice__raw_on_message_fn)(sluice_call *call, sluice_buf *msg,
+                                          void *user_data);
 
 /* ---- between call.c (the call) and attempt.c (its attempts) */
 

@@ -376,7 +376,7 @@ static void watch(sluice_server_call *call, const ProtobufCMessage *req,
 int sluice__health_register(sluice__health *h, sluice__routes *r,
                             const sluice_server_opts *o) {
   static const sluice_method_dispatch dispatch[2] = {check, watch};
-  int rv = sluice__routes_add(r, &service, dispatch, NULL, 0, h, o);
+  int rv = sluice__routes_add(r, &service, dispatch, NULL, NULL, 0, h, o);
   if (rv == SLUICE_ERR_DUPLICATE)
     return 0; /* the application serves its own */
   if (rv != 0)

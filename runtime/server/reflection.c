@@ -934,7 +934,7 @@ int sluice__reflection_register(sluice__reflection *r, sluice__routes *routes,
   r->routes = routes;
   const sluice_service_desc *svcs[2] = {&v1_service, &v1alpha_service};
   for (int i = 0; i < 2; i++) {
-    int rv = sluice__routes_add(routes, svcs[i], dispatch, NULL, 0, r, o);
+    int rv = sluice__routes_add(routes, svcs[i], dispatch, NULL, NULL, 0, r, o);
     if (rv != 0 && rv != SLUICE_ERR_DUPLICATE) /* the application's wins */
       return rv;
   }

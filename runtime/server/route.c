@@ -6,8 +6,9 @@
 
 int sluice__routes_add(sluice__routes *r, const sluice_service_desc *desc,
                        const sluice_method_dispatch *dispatch,
-                       const void *handlers, size_t handlers_size,
-                       void *user_data, const sluice_server_opts *o) {
+                       sluice_raw_dispatch raw, const void *handlers,
+                       size_t handlers_size, void *user_data,
+                       const sluice_server_opts *o) {
   for (size_t i = 0; i < desc->n_methods; i++)
     if (sluice__routes_find(r, desc->methods[i].path,
                             strlen(desc->methods[i].path)))
@@ -33,7 +34,8 @@ int sluice__routes_add(sluice__routes *r, const sluice_service_desc *desc,
   for (size_t i = 0; i < desc->n_methods; i++) {
     sluice__route *rt = &r->v[r->n++];
     rt->method = &desc->methods[i];
-    rt->dispatch = dispatch[i];
+    rt->dispatch = raw ? NULL : dispatch[i];
+    rt->raw = raw;
     rt->handlers = copy;
     rt->user_data = user_data;
     rt->limit.limit = 0;

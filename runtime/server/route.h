@@ -14,8 +14,9 @@
 /* A registered method. */
 typedef struct sluice__route {
   const sluice_method_desc *method;
-  sluice_method_dispatch dispatch;
-  const void *handlers; /* the service's copy */
+  sluice_method_dispatch dispatch; /* NULL for a raw route */
+  sluice_raw_dispatch raw;         /* a raw route's (add_raw_service) */
+  const void *handlers;            /* the service's copy */
   void *user_data;
   sluice__admit_limit limit; /* max concurrent calls of this method */
   int bypass; /* skips admission (the library's health service) */
@@ -29,13 +30,15 @@ typedef struct sluice__routes {
 } sluice__routes;
 
 /* Registers desc's methods (arguments checked by the caller), with a copy
- * of handlers (handlers_size bytes) and each method's limit from o.
+ * of handlers (handlers_size bytes) and each method's limit from o. With
+ * raw set (dispatch then NULL) they are raw routes, all dispatched to it.
  * Returns 0, SLUICE_ERR_DUPLICATE (a path is taken; nothing added) or
  * SLUICE_ERR_NOMEM. */
 int sluice__routes_add(sluice__routes *r, const sluice_service_desc *desc,
                        const sluice_method_dispatch *dispatch,
-                       const void *handlers, size_t handlers_size,
-                       void *user_data, const sluice_server_opts *o);
+                       sluice_raw_dispatch raw, const void *handlers,
+                       size_t handlers_size, void *user_data,
+                       const sluice_server_opts *o);
 
 /* The route of path (len bytes, not NUL-terminated), or NULL. */
 sluice__route *sluice__routes_find(sluice__routes *r, const char *path,

@@ -88,6 +88,18 @@ int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   return 0;
 }
 
+/* The routes of a service, and its health status (SERVING by default). */
+static int add_routes(sluice_server *srv, const sluice_service_desc *desc,
+                      const sluice_method_dispatch *dispatch,
+                      sluice_raw_dispatch raw, const void *handlers,
+                      size_t handlers_size, void *user_data) {
+  int rv = sluice__routes_add(&srv->routes, desc, dispatch, raw, handlers,
+                              handlers_size, user_data, &srv->opts);
+  if (rv == 0 && srv->health && desc->full_name)
+    rv = sluice__health_add_default(srv->health, desc->full_name);
+  return rv;
+}
+
 int sluice_server_add_service(sluice_server *srv,
                               const sluice_service_desc *desc,
                               const sluice_method_dispatch *dispatch,
@@ -100,11 +112,22 @@ int sluice_server_add_service(sluice_server *srv,
     return SLUICE_ERR_INVALID_ARG;
   if (srv->started)
     return SLUICE_ERR_STATE;
-  int rv = sluice__routes_add(&srv->routes, desc, dispatch, handlers,
-                              handlers_size, user_data, &srv->opts);
-  if (rv == 0 && srv->health && desc->full_name)
-    rv = sluice__health_add_default(srv->health, desc->full_name);
-  return rv;
+  return add_routes(srv, desc, dispatch, NULL, handlers, handlers_size,
+                    user_data);
+}
+
+int sluice_server_add_raw_service(sluice_server *srv,
+                                  const sluice_service_desc *desc,
+                                  sluice_raw_dispatch dispatch,
+                                  void *user_data) {
+  if (!srv || !desc || !dispatch || (desc->n_methods && !desc->methods))
+    return SLUICE_ERR_INVALID_ARG;
+  for (size_t i = 0; i < desc->n_methods; i++)
+    if (!desc->methods[i].path)
+      return SLUICE_ERR_INVALID_ARG;
+  if (srv->started)
+    return SLUICE_ERR_STATE;
+  return add_routes(srv, desc, NULL, dispatch, NULL, 0, user_data);
 }
 
 int sluice_server_add_descriptors(sluice_server *srv,

@@ -42,7 +42,10 @@ struct sluice_server_call {
                          headers */
   /* request */
   int msg_compressed; /* the last delivered request message was */
-  ProtobufCMessage *req;
+  union {
+    ProtobufCMessage *msg; /* the single request, decoded */
+    sluice_buf *buf;       /* or, on a raw route, serialized */
+  } req;
   int n_msgs;
   int half_closed;     /* the client's END_STREAM arrived */
   int half_close_told; /* on_half_close fired */
@@ -97,6 +100,11 @@ struct sluice_server_call {
 };
 enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
 
+/* A raw call's on_message, stored in h.on_message
+ * (sluice_server_call_set_raw_handlers): cast back before calling. */
+typedef void (*raw_on_message_fn)(sluice_server_call *call, sluice_buf *msg,
+                                  void *user_data);
+
 static void fail(sluice_server_call *call, sluice_status_code code,
                  const char *message);
 static const sluice__stream_ops stream_ops;
@@ -129,7 +137,13 @@ static void run(sluice_server_call *call) {
 static void on_run_task(sluice__task *t) {
   sluice_server_call *call =
       SLUICE__CONTAINER_OF(t, sluice_server_call, run_task);
-  call->route->dispatch(call, call->req, call->route->handlers,
+  if (call->route->raw) {
+    sluice_buf *req = call->req.buf;
+    call->req.buf = NULL; /* the handler's now */
+    call->route->raw(call, req, call->route->user_data);
+    return;
+  }
+  call->route->dispatch(call, call->req.msg, call->route->handlers,
                         call->route->user_data);
 }
 
@@ -224,8 +238,11 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice_metadata_del(call->trailing_md);
   uv_mutex_destroy(&call->md_mu);
   sluice__recv_reset(&call->st.s.recv);
-  if (call->req)
-    protobuf_c_message_free_unpacked(call->req, sluice__bigbuf_pb_allocator());
+  if (call->route && call->route->raw)
+    sluice_buf_free(call->req.buf);
+  else if (call->req.msg)
+    protobuf_c_message_free_unpacked(call->req.msg,
+                                     sluice__bigbuf_pb_allocator());
   if (!on_loop) {
     free(call);
     return;
@@ -616,6 +633,34 @@ static void maybe_tell_half_close(sluice_server_call *call) {
   }
 }
 
+/* A raw route's request message: handed over as a buffer, in the block it
+ * was reassembled in when there is one (deliver's checks are done). */
+static int deliver_raw(sluice_server_call *call, int compressed,
+                       const uint8_t *data, size_t len) {
+  sluice_buf *b;
+  char text[160];
+  sluice_status_code code = sluice__msg_to_buf(
+      compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      call->st.s.recv.deframer.max_size,
+      sluice__recv_take(&call->st.s.recv, data), &b, text, sizeof text);
+  if (code != SLUICE_STATUS_OK) {
+    call->fail_code = code;
+    call->fail_reason = keep_text(call, text);
+    return 1;
+  }
+  call->n_msgs++;
+  call->msg_compressed = compressed;
+  if (!streams_requests(call)) {
+    call->req.buf = b;
+    return 0;
+  }
+  if (call->h.on_message)
+    ((raw_on_message_fn)call->h.on_message)(call, b, call->h_ud);
+  else
+    sluice_buf_free(b);
+  return call->responded ? 1 : 0;
+}
+
 static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   sluice_server_call *call = ud;
   if (call->responded)
@@ -632,6 +677,8 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
   }
+  if (call->route->raw)
+    return deliver_raw(call, compressed, data, len);
   ProtobufCMessage *msg;
   char text[160];
   sluice_status_code code = sluice__msg_unpack(
@@ -645,7 +692,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   call->n_msgs++;
   call->msg_compressed = compressed;
   if (!streams_requests(call)) {
-    call->req = msg;
+    call->req.msg = msg;
     return 0;
   }
   if (call->h.on_message)
@@ -889,25 +936,21 @@ static uint32_t max_response(const sluice_server_call *call) {
   return m && m < max ? m : max;
 }
 
-/* Serializes msg on the caller's thread and queues it. force skips the
- * queue bound (the last message handed to finish). */
-static int queue_response(sluice_server_call *call, const ProtobufCMessage *msg,
-                          unsigned flags, int force, size_t *size) {
-  sluice_compression c =
-      response_compressed(call) && !(flags & SLUICE_SEND_NO_COMPRESS)
-          ? SLUICE_COMPRESS_GZIP
-          : SLUICE_COMPRESS_NONE;
-  uint8_t *buf;
-  size_t len;
-  int rv = sluice__msg_pack(msg, c, max_response(call), &buf, &len, size);
+static sluice_compression response_compression(const sluice_server_call *call,
+                                               unsigned flags) {
+  return response_compressed(call) && !(flags & SLUICE_SEND_NO_COMPRESS)
+             ? SLUICE_COMPRESS_GZIP
+             : SLUICE_COMPRESS_NONE;
+}
+
+/* Queues one framed response [prefix | body] (malloc'd; the queue's on 0).
+ * force skips the queue bound (the last message handed to finish). */
+static int push_response(sluice_server_call *call, uint8_t *buf, size_t len,
+                         int force) {
+  int deferred;
+  int rv = sluice__sendq_push(&call->sendq, buf, len, force, &deferred);
   if (rv != 0)
     return rv;
-  int deferred;
-  rv = sluice__sendq_push(&call->sendq, buf, len, force, &deferred);
-  if (rv != 0) {
-    free(buf);
-    return rv;
-  }
   /* finish (force) pushes out from its own task. */
   if (!force &&
       (deferred || !__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)))
@@ -915,26 +958,57 @@ static int queue_response(sluice_server_call *call, const ProtobufCMessage *msg,
   return 0;
 }
 
-int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
-                              const char *message,
-                              const ProtobufCMessage *resp) {
-  if (!call || !call->route)
-    return SLUICE_ERR_INVALID_ARG;
-  const sluice_method_desc *m = call->route->method;
-  if (resp && resp->descriptor != m->response)
-    return SLUICE_ERR_INVALID_ARG;
-  if (code == SLUICE_STATUS_OK && !resp && !streams_responses(call))
-    return SLUICE_ERR_INVALID_ARG;
+/* Serializes msg on the caller's thread and queues it. */
+static int queue_response(sluice_server_call *call, const ProtobufCMessage *msg,
+                          unsigned flags, int force, size_t *size) {
+  uint8_t *buf;
+  size_t len;
+  int rv = sluice__msg_pack(msg, response_compression(call, flags),
+                            max_response(call), &buf, &len, size);
+  if (rv != 0)
+    return rv;
+  rv = push_response(call, buf, len, force);
+  if (rv != 0)
+    free(buf);
+  return rv;
+}
+
+/* As queue_response for a buffer handed over (on 0 only): its own block
+ * goes into the queue, no copy unless compressed. */
+static int queue_response_buf(sluice_server_call *call, sluice_buf *b,
+                              unsigned flags, int force, size_t *size) {
+  uint8_t *buf;
+  size_t len;
+  int rv = sluice__msg_frame_buf(b, response_compression(call, flags),
+                                 max_response(call), &buf, &len, size);
+  if (rv != 0)
+    return rv;
+  rv = push_response(call, buf, len, force);
+  if (rv != 0)
+    sluice__msg_frame_drop(b, buf);
+  else
+    sluice__msg_framed(b, buf);
+  return rv;
+}
+
+/* finish and finish_buf, arguments checked: the last message is resp or
+ * rbuf (the library's, whatever happens), or neither. */
+static int finish(sluice_server_call *call, sluice_status_code code,
+                  const char *message, const ProtobufCMessage *resp,
+                  sluice_buf *rbuf) {
   if (__atomic_exchange_n(&call->finished, 1, __ATOMIC_ACQ_REL))
     return SLUICE_ERR_STATE;
   if ((unsigned)code > SLUICE_STATUS_UNAUTHENTICATED)
     code = SLUICE_STATUS_UNKNOWN;
   call->fin_code = code;
   char buf[160];
-  if (code == SLUICE_STATUS_OK && resp &&
+  if (code == SLUICE_STATUS_OK && (resp || rbuf) &&
       !__atomic_load_n(&call->cancelled, __ATOMIC_RELAXED)) {
     size_t size = 0;
-    int rv = queue_response(call, resp, 0, 1, &size);
+    int rv = resp ? queue_response(call, resp, 0, 1, &size)
+                  : queue_response_buf(call, rbuf, 0, 1, &size);
+    if (rv == 0)
+      rbuf = NULL; /* the queue's */
     if (rv == SLUICE_ERR_TOO_LARGE) {
       snprintf(buf, sizeof buf,
                "response message larger than max (%zu vs. %" PRIu32 ")", size,
@@ -946,6 +1020,7 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
       message = "out of memory for the response";
     }
   }
+  sluice_buf_free(rbuf); /* not sent: cancelled, failed, or not OK */
   call->fin_message = code != SLUICE_STATUS_OK || call->fin_code != code
                           ? strdup(message ? message : "")
                           : NULL;
@@ -979,21 +1054,62 @@ int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
   return 0;
 }
 
+int sluice_server_call_finish(sluice_server_call *call, sluice_status_code code,
+                              const char *message,
+                              const ProtobufCMessage *resp) {
+  if (!call || !call->route)
+    return SLUICE_ERR_INVALID_ARG;
+  const sluice_method_desc *m = call->route->method;
+  if (resp && (!m->response || resp->descriptor != m->response))
+    return SLUICE_ERR_INVALID_ARG;
+  if (code == SLUICE_STATUS_OK && !resp && !streams_responses(call))
+    return SLUICE_ERR_INVALID_ARG;
+  return finish(call, code, message, resp, NULL);
+}
+
+int sluice_server_call_finish_buf(sluice_server_call *call,
+                                  sluice_status_code code, const char *message,
+                                  sluice_buf *resp) {
+  if (!call || !call->route)
+    return SLUICE_ERR_INVALID_ARG;
+  if (code == SLUICE_STATUS_OK && !resp && !streams_responses(call))
+    return SLUICE_ERR_INVALID_ARG;
+  return finish(call, code, message, NULL, resp);
+}
+
 int sluice_server_call_reply(sluice_server_call *call,
                              const ProtobufCMessage *resp) {
   return sluice_server_call_finish(call, SLUICE_STATUS_OK, NULL, resp);
 }
 
-int sluice_server_call_send_ex(sluice_server_call *call,
-                               const ProtobufCMessage *msg, unsigned flags) {
-  if (!call || !msg || !call->route ||
-      msg->descriptor != call->route->method->response)
-    return SLUICE_ERR_INVALID_ARG;
+/* Whether the handler may still send a streamed response. */
+static int can_send(sluice_server_call *call) {
   if (!streams_responses(call) ||
       __atomic_load_n(&call->finished, __ATOMIC_ACQUIRE) ||
       __atomic_load_n(&call->cancelled, __ATOMIC_RELAXED))
     return SLUICE_ERR_STATE;
-  return queue_response(call, msg, flags, 0, NULL);
+  return 0;
+}
+
+int sluice_server_call_send_ex(sluice_server_call *call,
+                               const ProtobufCMessage *msg, unsigned flags) {
+  if (!call || !msg || !call->route || !call->route->method->response ||
+      msg->descriptor != call->route->method->response)
+    return SLUICE_ERR_INVALID_ARG;
+  int rv = can_send(call);
+  return rv ? rv : queue_response(call, msg, flags, 0, NULL);
+}
+
+int sluice_server_call_send_buf_ex(sluice_server_call *call, sluice_buf *msg,
+                                   unsigned flags) {
+  if (!call || !msg || !call->route)
+    return SLUICE_ERR_INVALID_ARG;
+  int rv = can_send(call);
+  return rv ? rv : queue_response_buf(call, msg, flags, 0, NULL);
+}
+
+int sluice_server_call_send_buf(sluice_server_call *call, sluice_buf *msg) {
+  return sluice_server_call_send_buf_ex(call, msg, 0);
 }
 
 int sluice_server_call_send(sluice_server_call *call,
@@ -1001,11 +1117,10 @@ int sluice_server_call_send(sluice_server_call *call,
   return sluice_server_call_send_ex(call, msg, 0);
 }
 
-int sluice_server_call_set_handlers(sluice_server_call *call,
-                                    const sluice_server_call_handlers *h,
-                                    void *user_data) {
-  if (!call || !h)
-    return SLUICE_ERR_INVALID_ARG;
+/* Both kinds of handlers: h's on_message is a raw_on_message_fn on a raw
+ * route. */
+static int set_handlers(sluice_server_call *call,
+                        const sluice_server_call_handlers *h, void *user_data) {
   if (__atomic_load_n(&call->finished, __ATOMIC_ACQUIRE) ||
       __atomic_load_n(&call->handlers_set, __ATOMIC_ACQUIRE))
     return SLUICE_ERR_STATE;
@@ -1014,6 +1129,26 @@ int sluice_server_call_set_handlers(sluice_server_call *call,
   __atomic_store_n(&call->handlers_set, 1, __ATOMIC_RELEASE);
   post_resume(call);
   return 0;
+}
+
+int sluice_server_call_set_handlers(sluice_server_call *call,
+                                    const sluice_server_call_handlers *h,
+                                    void *user_data) {
+  if (!call || !h || !call->route || call->route->raw)
+    return SLUICE_ERR_INVALID_ARG;
+  return set_handlers(call, h, user_data);
+}
+
+int sluice_server_call_set_raw_handlers(
+    sluice_server_call *call, const sluice_server_call_raw_handlers *h,
+    void *user_data) {
+  if (!call || !h || !call->route || !call->route->raw)
+    return SLUICE_ERR_INVALID_ARG;
+  sluice_server_call_handlers same = {
+      (void (*)(sluice_server_call *, const ProtobufCMessage *,
+                void *))h->on_message,
+      h->on_half_close, h->on_send_ready, h->on_done};
+  return set_handlers(call, &same, user_data);
 }
 
 /* The typed handlers live in the call object, so the trampolines' user_data

@@ -411,7 +411,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
     }
     sluice__route *route =
         sluice__routes_find(sc->cl->shared->routes, rq->path, strlen(rq->path));
-    if (!route || !route->dispatch) {
+    if (!route || (!route->dispatch && !route->raw)) {
       char msg[300];
       snprintf(msg, sizeof msg, "unknown method %.250s", rq->path);
       sluice__scall_fail(st, SLUICE_STATUS_UNIMPLEMENTED, msg);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/bigbuf.h"
+#include "transport/buf.h"
 #include "wire/compress.h"
 #include "wire/framing.h"
 
@@ -46,6 +47,28 @@ int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
   return 0;
 }
 
+/* Decompresses a compressed message into *plain (bigbuf_put it), or says
+ * why it cannot be: the rules both the protobuf and the raw path follow. */
+static sluice_status_code inflate(int enc_ok, sluice_compression enc,
+                                  const uint8_t *data, size_t len, uint32_t max,
+                                  uint8_t **plain, size_t *plen, char *err,
+                                  size_t errlen) {
+  if (!enc_ok || enc == SLUICE_COMPRESS_NONE) {
+    snprintf(err, errlen, "compressed message without a usable grpc-encoding");
+    return SLUICE_STATUS_INTERNAL;
+  }
+  const char *reason = "";
+  sluice_status_code code =
+      sluice__decompress(enc, data, len, max, plain, plen, &reason);
+  if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED)
+    snprintf(err, errlen,
+             "decompressed message larger than max (over %" PRIu32 " bytes)",
+             max);
+  else if (code != SLUICE_STATUS_OK)
+    snprintf(err, errlen, "cannot decompress message: %s", reason);
+  return code;
+}
+
 sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
                                       int compressed, int enc_ok,
                                       sluice_compression enc,
@@ -56,24 +79,10 @@ sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
   size_t plen = len;
   *out = NULL;
   if (compressed) {
-    if (!enc_ok || enc == SLUICE_COMPRESS_NONE) {
-      snprintf(err, errlen,
-               "compressed message without a usable grpc-encoding");
-      return SLUICE_STATUS_INTERNAL;
-    }
-    const char *reason = "";
     sluice_status_code code =
-        sluice__decompress(enc, data, len, max, &plain, &plen, &reason);
-    if (code != SLUICE_STATUS_OK) {
-      if (code == SLUICE_STATUS_RESOURCE_EXHAUSTED)
-        snprintf(err, errlen,
-                 "decompressed message larger than max (over %" PRIu32
-                 " bytes)",
-                 max);
-      else
-        snprintf(err, errlen, "cannot decompress message: %s", reason);
+        inflate(enc_ok, enc, data, len, max, &plain, &plen, err, errlen);
+    if (code != SLUICE_STATUS_OK)
       return code;
-    }
     data = plain;
   }
   *out = protobuf_c_message_unpack(desc, sluice__bigbuf_pb_allocator(), plen,
@@ -85,4 +94,75 @@ sluice_status_code sluice__msg_unpack(const ProtobufCMessageDescriptor *desc,
     return SLUICE_STATUS_INTERNAL;
   }
   return SLUICE_STATUS_OK;
+}
+
+sluice_status_code
+sluice__msg_to_buf(int compressed, int enc_ok, sluice_compression enc,
+                   const uint8_t *data, size_t len, uint32_t max,
+                   uint8_t *block, sluice_buf **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (!compressed && block) {
+    *out = sluice__buf_wrap(block, len);
+    if (*out)
+      return SLUICE_STATUS_OK;
+  }
+  sluice__bigbuf_put(block);
+  uint8_t *plain = NULL;
+  size_t plen = len;
+  if (compressed) {
+    sluice_status_code code =
+        inflate(enc_ok, enc, data, len, max, &plain, &plen, err, errlen);
+    if (code != SLUICE_STATUS_OK)
+      return code;
+    data = plain;
+  }
+  /* A copy: the message was whole in one DATA chunk (small), or is the
+   * decompressed one, which has no room for a prefix in front. */
+  *out = sluice__buf_copy(data, plen);
+  sluice__bigbuf_put(plain);
+  if (!*out) {
+    snprintf(err, errlen, "out of memory for a received message");
+    return SLUICE_STATUS_RESOURCE_EXHAUSTED;
+  }
+  return SLUICE_STATUS_OK;
+}
+
+int sluice__msg_frame_buf(sluice_buf *b, sluice_compression c, uint32_t max,
+                          uint8_t **out, size_t *out_len, size_t *size_out) {
+  if (size_out)
+    *size_out = b->len;
+  if ((max && b->len > max) || b->len > UINT32_MAX)
+    return SLUICE_ERR_TOO_LARGE;
+  if (c == SLUICE_COMPRESS_NONE) {
+    sluice__frame_header(b->block, 0, (uint32_t)b->len);
+    *out = b->block;
+    *out_len = b->len + SLUICE__FRAME_HEADER_LEN;
+    return 0;
+  }
+  uint8_t *z;
+  size_t zlen;
+  int rv = sluice__compress(c, b->block + SLUICE__FRAME_HEADER_LEN, b->len,
+                            SLUICE__FRAME_HEADER_LEN, &z, &zlen);
+  if (rv != 0)
+    return rv;
+  if (zlen > UINT32_MAX) {
+    free(z);
+    return SLUICE_ERR_TOO_LARGE;
+  }
+  sluice__frame_header(z, 1, (uint32_t)zlen);
+  *out = z;
+  *out_len = zlen + SLUICE__FRAME_HEADER_LEN;
+  return 0;
+}
+
+void sluice__msg_frame_drop(sluice_buf *b, uint8_t *out) {
+  if (out != b->block)
+    sluice__bigbuf_put(out);
+}
+
+void sluice__msg_framed(sluice_buf *b, const uint8_t *out) {
+  if (out == b->block)
+    sluice__buf_forget(b);
+  else
+    sluice_buf_free(b);
 }

@@ -58,6 +58,12 @@ sluice_status_code sluice__recv_feed(sluice__recv *r, const uint8_t *data,
  * deliver failed. *consume as for feed. */
 int sluice__recv_drain(sluice__recv *r, size_t *consume);
 
+/* From inside deliver, with its msg: the block msg was reassembled in,
+ * handed over (see sluice__deframer_take), or NULL (copy msg). */
+static inline uint8_t *sluice__recv_take(sluice__recv *r, const uint8_t *msg) {
+  return sluice__deframer_take(&r->deframer, msg);
+}
+
 /* Non-zero when messages are held. */
 static inline int sluice__recv_holding(const sluice__recv *r) {
   return r->head != NULL;

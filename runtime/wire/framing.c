@@ -54,10 +54,10 @@ static sluice_status_code start_message(sluice__deframer *d,
  * message spans chunks, so whole-in-one-chunk messages never allocate.
  * Called before any byte of the body is copied: nothing to keep. */
 static int reserve(sluice__deframer *d) {
-  if (d->cap >= d->len)
+  if (d->cap >= d->len && d->buf)
     return 0;
   sluice__bigbuf_put(d->buf);
-  d->buf = sluice__bigbuf_get(d->len);
+  d->buf = sluice__bigbuf_get((size_t)d->len + SLUICE__FRAME_HEADER_LEN);
   d->cap = d->buf ? d->len : 0;
   return d->buf ? 0 : -1;
 }
@@ -120,23 +120,32 @@ sluice_status_code sluice__deframer_feed(sluice__deframer *d,
       size_t take = d->len - d->filled;
       if (take > len - pos)
         take = len - pos;
-      memcpy(d->buf + d->filled, data + pos, take);
+      memcpy(d->buf + SLUICE__FRAME_HEADER_LEN + d->filled, data + pos, take);
       d->filled += take;
       pos += take;
       if (d->filled < d->len)
         return SLUICE_STATUS_OK;
-      msg = d->buf;
+      msg = d->buf + SLUICE__FRAME_HEADER_LEN;
     }
 
     d->hdr_filled = 0;
     d->filled = 0;
     int stop = cb(ud, d->compressed, msg, d->len);
-    if (msg == d->buf)
+    if (d->buf && msg == d->buf + SLUICE__FRAME_HEADER_LEN)
       release_large(d);
     if (stop != 0)
       return fail(d, SLUICE_STATUS_CANCELLED, "message consumer stopped",
                   reason);
   }
+}
+
+uint8_t *sluice__deframer_take(sluice__deframer *d, const uint8_t *msg) {
+  if (!d->buf || msg != d->buf + SLUICE__FRAME_HEADER_LEN)
+    return NULL;
+  uint8_t *block = d->buf;
+  d->buf = NULL;
+  d->cap = 0;
+  return block;
 }
 
 int sluice__deframer_partial(const sluice__deframer *d) {

@@ -20,12 +20,14 @@ typedef struct sluice__deframer {
   uint8_t hdr[SLUICE__FRAME_HEADER_LEN]; /* prefix bytes received so far */
   uint8_t hdr_filled;                    /* 0..5 */
   uint8_t compressed;                    /* flag of the current message */
-  uint32_t len;           /* declared length of the current message */
-  uint8_t *buf;           /* reassembly buffer (malloc'd), grows to len */
-  size_t cap;             /* size of buf */
-  size_t filled;          /* message bytes in buf */
-  uint32_t max_size;      /* largest message accepted */
-  uint32_t last_len;      /* declared length that exceeded max_size, else 0 */
+  uint32_t len;      /* declared length of the current message */
+  uint8_t *buf;      /* reassembly block (malloc'd): the message goes at buf +
+                        SLUICE__FRAME_HEADER_LEN, so that a message taken from
+                        here can be sent on with its prefix written in front */
+  size_t cap;        /* message bytes buf has room for */
+  size_t filled;     /* message bytes in buf */
+  uint32_t max_size; /* largest message accepted */
+  uint32_t last_len; /* declared length that exceeded max_size, else 0 */
   sluice_status_code err; /* sticky: once not OK, every feed returns it */
   const char *err_reason;
 } sluice__deframer;
@@ -56,6 +58,14 @@ sluice_status_code sluice__deframer_feed(sluice__deframer *d,
                                          const uint8_t *data, size_t len,
                                          sluice__message_cb cb, void *ud,
                                          const char **reason);
+
+/* Called from inside the message callback with its msg: when msg is in
+ * the reassembly buffer, hands that block over (malloc'd, the caller's to
+ * free; msg is at block + SLUICE__FRAME_HEADER_LEN) and returns it, so a
+ * large message reaches its consumer without a copy; the deframer gets a
+ * new buffer for the next one. NULL when msg points into the fed data (a
+ * message whole in one chunk): copy it. */
+uint8_t *sluice__deframer_take(sluice__deframer *d, const uint8_t *msg);
 
 /* Non-zero when part of a message (or of its prefix) has been received; at
  * end of stream that is an INTERNAL "truncated message". */

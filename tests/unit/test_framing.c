@@ -229,6 +229,61 @@ static void zero_copy_only_when_whole(void **state) {
   sluice__deframer_reset(&d);
 }
 
+/* The raw path's hand-over: a reassembled message's block can be taken from
+ * inside the callback (message at block + 5, room for a prefix), the
+ * deframer then starts a new buffer; a message that pointed into the fed
+ * chunk cannot be taken. */
+typedef struct {
+  sluice__deframer *d;
+  uint8_t *taken[4];
+  size_t n, lens[4];
+} taker;
+
+static int take_cb(void *ud, int compressed, const uint8_t *msg, size_t len) {
+  (void)compressed;
+  taker *t = ud;
+  uint8_t *block = sluice__deframer_take(t->d, msg);
+  if (block)
+    assert_ptr_equal(block + SLUICE__FRAME_HEADER_LEN, msg);
+  /* Taken once only. */
+  assert_null(sluice__deframer_take(t->d, msg));
+  t->taken[t->n] = block;
+  t->lens[t->n++] = len;
+  return 0;
+}
+
+static void take_reassembled(void **state) {
+  (void)state;
+  stream s;
+  memset(&s, 0, sizeof s);
+  add_msg(&s, 0, 40, 1);
+  add_msg(&s, 0, 40, 2);
+  add_msg(&s, 0, 4, 3);
+  sluice__deframer d;
+  sluice__deframer_init(&d, 100);
+  taker t = {.d = &d};
+  const char *reason = NULL;
+  /* Message one split, message two split, message three whole. */
+  size_t cuts[] = {20, 60, 90, s.len};
+  size_t at = 0;
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(sluice__deframer_feed(&d, s.bytes + at, cuts[i] - at,
+                                           take_cb, &t, &reason),
+                     SLUICE_STATUS_OK);
+    at = cuts[i];
+  }
+  assert_int_equal(t.n, 3);
+  for (size_t i = 0; i < 2; i++) {
+    assert_non_null(t.taken[i]);
+    assert_int_equal(t.lens[i], 40);
+    assert_memory_equal(t.taken[i] + SLUICE__FRAME_HEADER_LEN,
+                        s.bytes + s.msg_off[i], 40);
+    free(t.taken[i]);
+  }
+  assert_null(t.taken[2]); /* whole in its chunk: not the deframer's */
+  sluice__deframer_reset(&d);
+}
+
 static void partial_detection(void **state) {
   (void)state;
   stream s;
@@ -392,6 +447,7 @@ int main(void) {
       cmocka_unit_test(one_byte_at_a_time),
       cmocka_unit_test(random_multi_splits),
       cmocka_unit_test(zero_copy_only_when_whole),
+      cmocka_unit_test(take_reassembled),
       cmocka_unit_test(partial_detection),
       cmocka_unit_test(max_size),
       cmocka_unit_test(bad_flag),
