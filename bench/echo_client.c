@@ -3,7 +3,7 @@
  *
  *   echo_client --target HOST:PORT [--concurrency N] [--connections C]
  *               [--duration S] [--warmup S] [--size B] [--rate R]
- *               [--lb NAME]
+ *               [--lb NAME] [--raw]
  *
  * Closed loop (default): N calls outstanding at all times, spread over C
  * channels (one TCP connection each); each completion starts the next call.
@@ -22,8 +22,15 @@
  * strategy by default (no admission limits, as a gRPC channel), so every
  * call goes out; --lb btc measures the default strategy instead.
  *
+ * --raw: raw calls (sluice_call_start_raw, sluice/buf.h): each request is
+ * a copy of the serialized request into a new sluice_buf (the one copy an
+ * application filling its own buffer makes), handed over without another;
+ * each response arrives as a buffer, checked by its length, not decoded.
+ * Against `echo_server --raw` this is the zero-copy path end to end.
+ *
  * Output (stdout), one line, the same keys as bench/cpp/echo_client:
- *   {"client":"sluice","mode":"closed","concurrency":N,"connections":C,
+ *   {"client":"sluice" (or
+ * "sluice-raw"),"mode":"closed","concurrency":N,"connections":C,
  *    "size":B,"duration_s":S,"calls":K,"errors":E,"missed":M,
  *    "calls_per_s":X,"p50_us":..,"p90_us":..,"p99_us":..,"p999_us":..,
  *    "max_us":..}
@@ -60,6 +67,9 @@ typedef struct bench {
   unsigned n_channels, next_channel;
   Bench__EchoMsg req;
   sluice_call_opts opts;
+  int raw;           /* --raw */
+  uint8_t *req_wire; /* --raw: the serialized request, copied per call */
+  size_t req_wire_len;
 
   /* settings */
   unsigned concurrency;
@@ -82,6 +92,7 @@ typedef struct bench {
 typedef struct call_ctx {
   bench *b;
   uint64_t start_ns; /* intended start (open loop) or actual start */
+  size_t raw_len;    /* --raw: the response's length; SIZE_MAX: none */
 } call_ctx;
 
 static void start_call(bench *b, call_ctx *c);
@@ -108,14 +119,11 @@ static void maybe_finish(bench *b) {
   }
 }
 
-static void on_reply(const sluice_status *st, const Bench__EchoMsg *resp,
-                     void *user_data) {
-  call_ctx *c = user_data;
+/* A completed call: ok when it answered OK with the right payload. */
+static void completed(call_ctx *c, const sluice_status *st, int ok) {
   bench *b = c->b;
   uint64_t now = sluice_now_ns();
   b->outstanding--;
-  int ok = st->code == SLUICE_STATUS_OK && resp != NULL &&
-           resp->payload.len == b->size;
   if (c->start_ns >= b->warm_end && now <= b->end) {
     if (ok) {
       record(b, now - c->start_ns);
@@ -138,13 +146,59 @@ static void on_reply(const sluice_status *st, const Bench__EchoMsg *resp,
   maybe_finish(b);
 }
 
+static void on_reply(const sluice_status *st, const Bench__EchoMsg *resp,
+                     void *user_data) {
+  call_ctx *c = user_data;
+  completed(c, st,
+            st->code == SLUICE_STATUS_OK && resp != NULL &&
+                resp->payload.len == c->b->size);
+}
+
+/* --raw: the echo is the request's bytes back. */
+static void on_raw_message(sluice_call *call, sluice_buf *msg, void *ud) {
+  (void)call;
+  call_ctx *c = ud;
+  c->raw_len = sluice_buf_len(msg);
+  sluice_buf_free(msg);
+}
+
+static void on_raw_done(sluice_call *call, const sluice_status *st, void *ud) {
+  call_ctx *c = ud;
+  sluice_call_release(call);
+  completed(c, st,
+            st->code == SLUICE_STATUS_OK && c->raw_len == c->b->req_wire_len);
+}
+
+static const sluice_call_raw_handlers raw_handlers = {NULL, on_raw_message,
+                                                      NULL, on_raw_done};
+
+static int start_raw(bench *b, sluice_channel *ch, call_ctx *c) {
+  sluice_buf *req;
+  sluice_call *call;
+  c->raw_len = SIZE_MAX;
+  if (sluice_buf_new(b->req_wire_len, &req) != 0)
+    return -1;
+  memcpy(sluice_buf_data(req), b->req_wire, b->req_wire_len);
+  if (sluice_call_start_raw(ch, &bench__echo__sluice_methods[0], &b->opts,
+                            &raw_handlers, c, &call) != 0) {
+    sluice_buf_free(req);
+    return -1;
+  }
+  if (sluice_call_send_buf(call, req) != 0)
+    sluice_buf_free(req); /* the call fails; on_done counts it */
+  sluice_call_close_send(call);
+  return 0;
+}
+
 static void start_call(bench *b, call_ctx *c) {
   sluice_channel *ch = b->channels[b->next_channel];
   b->next_channel = (b->next_channel + 1) % b->n_channels;
   if (b->rate == 0)
     c->start_ns = sluice_now_ns();
   b->outstanding++;
-  if (bench__echo__unary__async(ch, &b->req, &b->opts, on_reply, c) != 0) {
+  if (b->raw ? start_raw(b, ch, c) != 0
+             : bench__echo__unary__async(ch, &b->req, &b->opts, on_reply, c) !=
+                   0) {
     b->outstanding--;
     b->errors++;
     free(c);
@@ -242,7 +296,9 @@ static void usage(FILE *f, const char *prog) {
           "  --warmup S          seconds before measuring (default 0.5)\n"
           "  --size B            payload bytes (default 64)\n"
           "  --rate R            open loop: R calls/s in total\n"
-          "  --lb NAME           channel strategy (default rr)\n",
+          "  --lb NAME           channel strategy (default rr)\n"
+          "  --raw               raw calls: serialized buffers, no protobuf\n"
+          "                      decoding (sluice/buf.h)\n",
           prog);
 }
 
@@ -261,6 +317,7 @@ static int parse_double(const char *s, double min, double max, double *out) {
 int main(int argc, char **argv) {
   const char *prog = argv[0];
   const char *target = NULL, *lb = "rr";
+  int raw = 0;
   double concurrency = 64, connections = 1, duration = 5, warmup = 0.5,
          size = 64, rate = 0;
 
@@ -269,6 +326,10 @@ int main(int argc, char **argv) {
     if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
       usage(stdout, prog);
       return 0;
+    }
+    if (strcmp(flag, "--raw") == 0) {
+      raw = 1;
+      continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
     int bad = 0;
@@ -322,6 +383,16 @@ int main(int argc, char **argv) {
   bench__echo_msg__init(&b.req);
   b.req.payload.data = payload;
   b.req.payload.len = b.size;
+  b.raw = raw;
+  if (raw) {
+    b.req_wire_len = bench__echo_msg__get_packed_size(&b.req);
+    b.req_wire = malloc(b.req_wire_len ? b.req_wire_len : 1);
+    if (b.req_wire == NULL) {
+      fprintf(stderr, "%s: out of memory\n", prog);
+      return 1;
+    }
+    bench__echo_msg__pack(&b.req, b.req_wire);
+  }
   sluice_call_opts_init(&b.opts);
   b.opts.timeout_ms = CALL_TIMEOUT_MS;
 
@@ -376,14 +447,14 @@ int main(int argc, char **argv) {
 
   qsort(b.lat_ns, b.n_lat, sizeof *b.lat_ns, cmp_u64);
   double secs = duration;
-  printf("{\"client\":\"sluice\",\"mode\":\"%s\",\"concurrency\":%u,"
+  printf("{\"client\":\"%s\",\"mode\":\"%s\",\"concurrency\":%u,"
          "\"connections\":%u,\"size\":%zu,\"rate\":%.0f,\"duration_s\":%.2f,"
          "\"calls\":%zu,\"errors\":%llu,\"missed\":%llu,"
          "\"calls_per_s\":%.0f,\"p50_us\":%.1f,\"p90_us\":%.1f,"
          "\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f}\n",
-         rate > 0 ? "open" : "closed", rate > 0 ? 0 : b.concurrency,
-         b.n_channels, b.size, rate, secs, b.n_lat,
-         (unsigned long long)b.errors, (unsigned long long)b.missed,
+         raw ? "sluice-raw" : "sluice", rate > 0 ? "open" : "closed",
+         rate > 0 ? 0 : b.concurrency, b.n_channels, b.size, rate, secs,
+         b.n_lat, (unsigned long long)b.errors, (unsigned long long)b.missed,
          (double)b.n_lat / secs, pct_us(b.lat_ns, b.n_lat, 0.50),
          pct_us(b.lat_ns, b.n_lat, 0.90), pct_us(b.lat_ns, b.n_lat, 0.99),
          pct_us(b.lat_ns, b.n_lat, 0.999),
@@ -405,5 +476,6 @@ int main(int argc, char **argv) {
   free(b.channels);
   free(b.lat_ns);
   free(payload);
+  free(b.req_wire);
   return b.n_lat > 0 && b.errors == 0 ? 0 : 1;
 }

@@ -1,7 +1,7 @@
 /* echo_server: the sluice side of the benchmarks, serving bench.Echo.
  *
  *   echo_server [--port N] [--host H] [--threads T] [--delay-us D]
- *               [--tls_cert FILE --tls_key FILE]
+ *               [--tls_cert FILE --tls_key FILE] [--raw]
  *
  * Unary answers with the request message itself (no copy on our side: the
  * decoded request is serialized straight into the response). Bidi sends
@@ -9,6 +9,10 @@
  * on_message; only when the send queue is full (SLUICE_ERR_FULL) is that
  * one message copied, the call's receiving side paused, and the copy sent
  * on on_send_ready.
+ *
+ * --raw: bench.Echo served raw (echo_raw.c): requests and responses as
+ * serialized buffers, the request's own buffer sent back; no protobuf
+ * copies at all. Not with --delay-us.
  *
  * --delay-us D: every unary reply leaves D microseconds after its request
  * arrived (a delay line: one thread replies in arrival order), so the
@@ -31,6 +35,7 @@
 #include <sluice/sluice.h>
 
 #include "echo.sluice.h"
+#include "echo_raw.h"
 #include "serve.h"
 
 #define SHUTDOWN_GRACE_MS 2000
@@ -241,6 +246,8 @@ static void usage(FILE *f, const char *prog) {
           "               accept TLS only, with this certificate chain and "
           "key (PEM)\n"
           "  --no-health  do not serve grpc.health.v1.Health (on by default)\n"
+          "  --raw        serve bench.Echo raw (serialized buffers, no\n"
+          "               protobuf decoding; not with --delay-us)\n"
           "  --max-streams N  SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)\n"
           "%s",
           prog, sluice_example_conn_flags_usage);
@@ -253,7 +260,7 @@ int main(int argc, char **argv) {
   unsigned long port = 50051, threads = 0, delay_us = 0, max_streams = 0;
   sluice_example_conn_flags conn_flags;
   sluice_example_conn_flags_init(&conn_flags);
-  int health = 1;
+  int health = 1, raw = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
@@ -263,6 +270,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--no-health") == 0) {
       health = 0;
+      continue;
+    }
+    if (strcmp(flag, "--raw") == 0) {
+      raw = 1;
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
@@ -298,6 +309,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (raw && delay_us) {
+    fprintf(stderr, "%s: --raw and --delay-us do not go together\n", prog);
+    return 2;
+  }
   if (!tls_cert != !tls_key) {
     fprintf(stderr, "%s: --tls_cert and --tls_key go together\n", prog);
     return 2;
@@ -329,9 +344,8 @@ int main(int argc, char **argv) {
   if ((rc = sluice_server_opts_new(&opts)) != 0 ||
       (rc = sluice_server_opts_set_threads(opts, (unsigned)threads)) != 0 ||
       (rc = sluice_server_opts_set_health(opts, health)) != 0 ||
-      (max_streams &&
-       (rc = sluice_server_opts_set_max_concurrent_streams(
-            opts, (uint32_t)max_streams)) != 0)) {
+      (max_streams && (rc = sluice_server_opts_set_max_concurrent_streams(
+                           opts, (uint32_t)max_streams)) != 0)) {
     fprintf(stderr, "%s: cannot create the server: %s\n", prog,
             sluice_strerror(rc));
     goto out;
@@ -350,7 +364,8 @@ int main(int argc, char **argv) {
             sluice_strerror(rc));
     goto out;
   }
-  if ((rc = bench__echo__sluice_register(srv, &handlers, NULL)) != 0) {
+  if ((rc = raw ? echo_raw_register(srv)
+                : bench__echo__sluice_register(srv, &handlers, NULL)) != 0) {
     fprintf(stderr, "%s: cannot register Echo: %s\n", prog,
             sluice_strerror(rc));
     goto out;
