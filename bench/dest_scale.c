@@ -34,6 +34,7 @@
  * 10,000 destinations need two server processes (the client holds 10,000
  * connections). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,8 +152,14 @@ static int servers_start(servers *s, size_t n) {
     if (s->n == MAX_SERVERS)
       return -1;
     int in[2], out[2];
+    /* Close-on-exec: a later server must not hold this one's stdin open
+     * (it would never see the end of it). dup2 clears it on 0 and 1. */
     if (pipe(in) != 0 || pipe(out) != 0)
       return -1;
+    for (int k = 0; k < 2; k++) {
+      fcntl(in[k], F_SETFD, FD_CLOEXEC);
+      fcntl(out[k], F_SETFD, FD_CLOEXEC);
+    }
     pid_t pid = fork();
     if (pid < 0)
       return -1;
