@@ -7,7 +7,8 @@
  * streams on its connection and hears from the connection through hooks.
  * Upward it says only "something changed, dispatch again" through the
  * env's kick callback, which the channel defers to the next loop turn's
- * prepare phase (never a synchronous re-entry). Loop thread only.
+ * prepare phase (never a synchronous re-entry), and keeps the channel's
+ * census of it (env's census: data, no call). Loop thread only.
  */
 #ifndef SLUICE_CLIENT_SUBCHANNEL_H
 #define SLUICE_CLIENT_SUBCHANNEL_H
