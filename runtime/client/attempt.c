@@ -100,6 +100,7 @@ void sluice__attempt_init(sluice_call *c, sluice__attempt *a,
   a->pick.sc = NULL;
   a->pick.strat_done = 0;
   a->pick.avoid = NULL;
+  a->pick.avoid_index = 0;
   a->pick.hedge = 0;
   a->pick.wait_for_ready = c->wait_for_ready;
   sluice__list_init(&a->pick.link);
@@ -120,6 +121,7 @@ static void attempt_launch(sluice_call *c, sluice__attempt *a) {
   if (c->n_tries > 0) {
     a->pick.req.prev_attempts = c->n_tries;
     a->pick.avoid = c->last_sc;
+    a->pick.avoid_index = c->last_sc_index;
     a->pick.lbc.again = 1;
   }
   c->n_tries++;
@@ -485,6 +487,7 @@ static void replay(sluice_call *c, sluice__attempt *a) {
   a->pick.hedge = saved.hedge;
   a->pick.pick_ns = saved.pick_ns;
   a->pick.avoid = saved.avoid;
+  a->pick.avoid_index = saved.avoid_index;
   a->pick.req.prev_attempts = saved.req.prev_attempts;
   a->pick.lbc = saved.lbc;
   COUNT(c, transparent_retries, 1);
@@ -552,6 +555,7 @@ static void attempt_sent(sluice__pick *p) {
   sluice__attempt *a = SLUICE__CONTAINER_OF(p, sluice__attempt, pick);
   a->state = SLUICE__ATTEMPT_ACTIVE;
   a->call->last_sc = p->sc;
+  a->call->last_sc_index = p->sc_index;
   a->call->refs++; /* the stream's */
 }
 

@@ -129,6 +129,7 @@ struct sluice_call {
   int counted; /* in the channel's active calls */
   int wait_for_ready;      /* waits out TRANSIENT_FAILURE (its picks do) */
   int in_retry;            /* in the channel's calls in retry */
+  uint32_t last_sc_index;  /* last_sc's index then (picker.h) */
   sluice__attempt *winner; /* the committed attempt; NULL: none yet */
   struct sluice__subchannel *last_sc; /* where the last attempt went */
   uint64_t retry_at_ns;               /* a retry waits until then; 0: none */

@@ -1,5 +1,6 @@
 /* Channels: the target and its resolution, the subchannels, the deferred
  * dispatch through the picker, and the channel's life cycle. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static int add_subchannel(sluice_channel *ch, const sluice__addr *a) {
     return rv;
   ch->live_scs++;
   ch->scs[ch->n_scs++] = sc;
+  sluice__picker_dests_changed(&ch->picker);
   return 0;
 }
 
@@ -44,6 +46,8 @@ static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
     else
       sluice__subchannel_remove(ch->scs[i], NULL);
   }
+  if (keep != ch->n_scs)
+    sluice__picker_dests_changed(&ch->picker);
   ch->n_scs = keep;
   for (size_t j = 0; j < n; j++) {
     int found = 0;
@@ -127,6 +131,30 @@ static const char *unavailable_reason(sluice_channel *ch, char *buf,
   return "no destination is available";
 }
 
+/* Debug builds check the census against a scan of every subchannel at each
+ * pass with calls (O(n): the tests' channels are small). */
+static void check_census(const sluice_channel *ch) {
+#ifndef NDEBUG
+  size_t n[4] = {0}, refusing = 0;
+  for (size_t i = 0; i < ch->n_scs; i++) {
+    const sluice__subchannel *sc = ch->scs[i];
+    n[sc->state]++;
+    refusing += (size_t)sluice__subchannel_health_refuses(sc);
+    /* Nothing changed unseen: the flag is what a full refresh would set
+     * (unless the set changed: the pass rebuilds them all). */
+    assert(ch->picker.views_stale ||
+           sc->lb.usable == (sc->state == SLUICE__SC_READY && sc->conn &&
+                             sluice__subchannel_healthy(sc)));
+    assert(sc->state != SLUICE__SC_IDLE || sc->removed);
+  }
+  for (int s = 0; s < 4; s++)
+    assert(n[s] == ch->census.n[s]);
+  assert(refusing == ch->census.refusing);
+#else
+  (void)ch;
+#endif
+}
+
 static void dispatch(sluice_channel *ch) {
   if (ch->closing)
     return;
@@ -153,9 +181,19 @@ static void dispatch(sluice_channel *ch) {
     }
   }
   /* Keep every subchannel connected, as gRPC's round_robin does (a
-   * strategy may pick any, and one that came back must be found). */
-  for (size_t i = 0; i < ch->n_scs; i++)
-    sluice__subchannel_connect(ch->scs[i]);
+   * strategy may pick any, and one that came back must be found): the IDLE
+   * ones are among those that changed since the last such pass, and only
+   * those need their usable flag refreshed. Each is taken off the list
+   * first: connecting changes its state and puts it back, once. */
+  sluice__list *node;
+  while ((node = sluice__list_head(&ch->census.changed)) != NULL) {
+    sluice__list_remove(node);
+    sluice__subchannel *sc =
+        SLUICE__CONTAINER_OF(node, sluice__subchannel, changed_link);
+    sluice__subchannel_connect(sc);
+    sluice__picker_refresh(&ch->picker, sc);
+  }
+  check_census(ch);
   if (ch->n_scs)
     ch->want_connect = 0; /* get_state(try_to_connect): done */
   sluice__picker_run(&ch->picker, ch->scs, ch->n_scs);
@@ -163,20 +201,12 @@ static void dispatch(sluice_channel *ch) {
     return;
   /* Calls wait: make sure something will move them. If no subchannel is
    * connecting or usable, fail fast (gRPC's default for a channel in
-   * TRANSIENT_FAILURE). */
-  int hope = ch->resolving;
-  size_t refused = 0; /* connected, but their health check says no */
-  for (size_t i = 0; i < ch->n_scs && !hope; i++) {
-    const sluice__subchannel *sc = ch->scs[i];
-    if (sluice__subchannel_health_refuses(sc))
-      refused++;
-    else
-      hope =
-          sc->state == SLUICE__SC_CONNECTING || sc->state == SLUICE__SC_READY;
-  }
-  if (hope)
+   * TRANSIENT_FAILURE). The health-refusing ones are READY ones. */
+  const sluice__sc_census *c = &ch->census;
+  if (ch->resolving || c->n[SLUICE__SC_CONNECTING] ||
+      c->n[SLUICE__SC_READY] > c->refusing)
     return;
-  if (refused && refused == ch->n_scs) {
+  if (c->refusing && c->refusing == ch->n_scs) {
     sluice__picker_fail_pending(
         &ch->picker, SLUICE_STATUS_UNAVAILABLE,
         "every destination reports NOT_SERVING (health check)",
@@ -206,26 +236,16 @@ typedef struct sluice__state_watch {
   int timer_open;
 } sluice__state_watch;
 
+/* From the census: O(1) after every dispatch. */
 static int aggregate_state(const sluice_channel *ch) {
-  int any_connecting = 0, any_failing = 0;
-  for (size_t i = 0; i < ch->n_scs; i++) {
-    switch (ch->scs[i]->state) {
-    case SLUICE__SC_READY:
-      return SLUICE_CHANNEL_READY;
-    case SLUICE__SC_CONNECTING:
-      any_connecting = 1;
-      break;
-    case SLUICE__SC_TRANSIENT_FAILURE:
-      any_failing = 1;
-      break;
-    default:
-      break;
-    }
-  }
+  const size_t *n = ch->census.n;
+  if (n[SLUICE__SC_READY])
+    return SLUICE_CHANNEL_READY;
   /* A name being resolved for calls counts as connecting. */
-  if (any_connecting || (ch->resolving && !ch->resolved_once))
+  if (n[SLUICE__SC_CONNECTING] || (ch->resolving && !ch->resolved_once))
     return SLUICE_CHANNEL_CONNECTING;
-  return any_failing ? SLUICE_CHANNEL_TRANSIENT_FAILURE : SLUICE_CHANNEL_IDLE;
+  return n[SLUICE__SC_TRANSIENT_FAILURE] ? SLUICE_CHANNEL_TRANSIENT_FAILURE
+                                         : SLUICE_CHANNEL_IDLE;
 }
 
 static void watch_freed(uv_handle_t *h) { free(h->data); }
@@ -484,6 +504,8 @@ int sluice_channel_new(sluice_channel **out, const char *target,
                       : ch->opts.svc.have_health ? ch->opts.svc.health_service
                                                  : NULL;
   e->lb = &ch->picker.lb;
+  sluice__list_init(&ch->census.changed);
+  e->census = &ch->census;
   e->kick = env_kick;
   e->resolve = env_resolve;
   e->gone = env_gone;

@@ -87,6 +87,10 @@ struct sluice_channel {
   sluice__subchannel_env env; /* what the subchannels share */
   sluice__subchannel **scs;
   size_t n_scs;
+  /* The subchannels counted by state, and the ones that changed since the
+   * last dispatch pass with calls (kept by the subchannels through
+   * env.census): a pass never visits all of them. */
+  sluice__sc_census census;
   sluice__picker picker;
   sluice__resil res;
   /* freed call objects, reused by calls started on the loop thread (a

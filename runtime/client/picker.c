@@ -32,7 +32,8 @@ static void on_wait_timer_closed(uv_handle_t *h) {
 int sluice__picker_close(sluice__picker *p) {
   free(p->views);
   p->views = NULL;
-  p->views_cap = 0;
+  p->views_cap = p->views_n = 0;
+  p->views_stale = 1;
   if (!p->wait_timer_open)
     return 0;
   uv_close((uv_handle_t *)&p->wait_timer, on_wait_timer_closed);
@@ -187,9 +188,34 @@ static void wait_timer_update(sluice__picker *p) {
   p->wait_timer_on = want;
 }
 
-/* Once per pass (subchannel states do not change within one): the
- * strategy's view. Returns 0, or -1 without memory. */
-static int refresh_views(sluice__picker *p, sluice__subchannel **scs,
+/* Health checking (A17) vetoes under every strategy. */
+static int usable_now(const sluice__subchannel *sc) {
+  return sc->state == SLUICE__SC_READY && sc->conn != NULL &&
+         sluice__subchannel_healthy(sc);
+}
+
+static void set_usable(sluice__picker *p, sluice__subchannel *sc, int usable) {
+  if (usable == sc->lb.usable)
+    return;
+  sc->lb.usable = usable;
+  if (usable)
+    p->n_usable++;
+  else
+    p->n_usable--;
+  sluice__lb_changed(&p->lb); /* a remembered saturation is stale */
+}
+
+void sluice__picker_dests_changed(sluice__picker *p) { p->views_stale = 1; }
+
+void sluice__picker_refresh(sluice__picker *p, sluice__subchannel *sc) {
+  set_usable(p, sc, usable_now(sc));
+}
+
+/* After a change of the set of subchannels: the strategy's array and
+ * every usable flag, from scratch (O(n), once per change of the set; a
+ * pass does not look at the subchannels that did not change). Returns 0,
+ * or -1 without memory. */
+static int rebuild_views(sluice__picker *p, sluice__subchannel **scs,
                          size_t n) {
   if (p->views_cap < n) {
     sluice__lb_dest **v = realloc(p->views, n * sizeof *v);
@@ -198,17 +224,20 @@ static int refresh_views(sluice__picker *p, sluice__subchannel **scs,
     p->views = v;
     p->views_cap = n;
   }
+  size_t usable = 0;
   for (size_t i = 0; i < n; i++) {
     sluice__subchannel *sc = scs[i];
-    /* Health checking (A17) vetoes under every strategy. */
-    int usable = sc->state == SLUICE__SC_READY && sc->conn != NULL &&
-                 sluice__subchannel_healthy(sc);
-    if (usable != sc->lb.usable) {
-      sc->lb.usable = usable;
-      sluice__lb_changed(&p->lb); /* a remembered saturation is stale */
+    if (usable_now(sc) != sc->lb.usable) {
+      sc->lb.usable = !sc->lb.usable;
+      sluice__lb_changed(&p->lb);
     }
+    usable += (size_t)sc->lb.usable;
     p->views[i] = &sc->lb;
   }
+  p->n_usable = usable;
+  p->views_n = n;
+  p->views_stale = 0;
+  sluice__lb_changed(&p->lb); /* indexes moved */
   return 0;
 }
 
@@ -224,17 +253,19 @@ static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
   /* A retry or hedge goes elsewhere than the attempt before it when some
    * other destination is usable (Envoy's previous_hosts idea). */
   /* pk->avoid may have been freed since: it is only compared until found
-   * among the current destinations. */
+   * among the current destinations -- at its index when it was sent, in
+   * O(1), or by a scan when the destinations changed since. */
   sluice__subchannel *avoid = NULL;
-  int other = 0;
-  for (size_t i = 0; pk->avoid && i < n; i++) {
-    if (scs[i] == pk->avoid)
-      avoid = scs[i]->lb.usable ? scs[i] : NULL;
-    else if (scs[i]->lb.usable)
-      other = 1;
+  if (pk->avoid) {
+    size_t i = pk->avoid_index;
+    if (i >= n || scs[i] != pk->avoid)
+      for (i = 0; i < n && scs[i] != pk->avoid; i++)
+        ;
+    /* Another usable destination: n_usable counts this one too if it is
+     * usable. */
+    if (i < n && scs[i]->lb.usable && p->n_usable > 1)
+      avoid = scs[i];
   }
-  if (!other)
-    avoid = NULL;
   if (avoid)
     avoid->lb.usable = 0;
   sluice__lb_verdict v =
@@ -248,6 +279,7 @@ static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
   *now = t1;
   if (v == SLUICE__LB_PICKED) {
     *out = scs[idx];
+    pk->sc_index = (uint32_t)idx;
     (*out)->lb.stats.algo_ns_sum += t1 - t0;
     (*out)->lb.stats.algo_n++;
   }
@@ -334,7 +366,10 @@ static void run_queue(sluice__picker *p, sluice__list *q,
 
 int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n) {
   int rv = 0;
-  if (refresh_views(p, scs, n) == 0) {
+  /* n == 0: nothing to pick from (or an idle pass of the channel's): the
+   * array is left for the next pass that has destinations. */
+  if (!n || (!p->views_stale && p->views_n == n) ||
+      rebuild_views(p, scs, n) == 0) {
     run_queue(p, &p->waiting, scs, n);
     run_queue(p, &p->pending, scs, n);
   } else {

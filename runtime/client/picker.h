@@ -51,9 +51,16 @@ struct sluice__pick {
   sluice__subchannel *sc; /* sent there, until the balancer heard its end */
   uint64_t sent_ns;
   int strat_done; /* strategy time recorded */
+  /* sc's index among the channel's destinations when it was sent (a hint
+   * for avoid_index; 32 bits: it fills a hole, and a call stays within
+   * 2 KiB, call.c) */
+  uint32_t sc_index;
   /* Set by the attempt: a destination to avoid when another is usable
    * (the previous attempt's; NULL: none). */
   sluice__subchannel *avoid;
+  /* Where avoid was among the destinations (its attempt's sc_index): found
+   * there in O(1) unless the destinations changed since. */
+  uint32_t avoid_index;
   /* A hedge: sent only where the strategy admits it now; refused, it fails
    * at once (RESOURCE_EXHAUSTED, not counted as a drop), never waits. */
   int hedge;
@@ -74,8 +81,12 @@ typedef struct sluice__picker {
   int wait_timer_open, wait_timer_on;
   const sluice_method_desc *paths[SLUICE__LB_MAX_PATHS];
   size_t n_paths;
-  sluice__lb_dest **views; /* scratch for pick(), one per subchannel */
-  size_t views_cap;
+  /* The strategy's array: &scs[i]->lb for the channel's subchannels,
+   * rebuilt only when the set changes (sluice__picker_dests_changed). */
+  sluice__lb_dest **views;
+  size_t views_cap, views_n;
+  int views_stale;
+  size_t n_usable; /* of them, usable (the flags the picker set) */
   uint64_t dropped[SLUICE__N_DROPS];
   /* lb.pressure as double bits for other threads (sluice__picker_pressure);
    * kept only once the channel is inside a chain (lb.inner). */
@@ -120,9 +131,18 @@ void sluice__picker_remove(sluice__picker *p, sluice__pick *pk);
 /* Non-zero when attempts are queued (pending or waiting). */
 int sluice__picker_busy(const sluice__picker *p);
 
+/* The channel's set of subchannels changed (added, removed, reordered):
+ * the next pass rebuilds the strategy's array and every usable flag. */
+void sluice__picker_dests_changed(sluice__picker *p);
+/* sc's state, connection or health changed since the last pass (the
+ * census's changed list): its usable flag is computed again. Between two
+ * refreshes the flag keeps its value, as it did when every pass refreshed
+ * them all at its start. Loop thread, between passes. */
+void sluice__picker_refresh(sluice__picker *p, sluice__subchannel *sc);
 /* One pass: the oldest waiters first, then new attempts, over the
- * subchannels scs[0..n) (every one's usable flag refreshed here). Returns 0,
- * or SLUICE_ERR_NOMEM (nothing was tried). */
+ * subchannels scs[0..n) (the same set as at the last pass unless
+ * sluice__picker_dests_changed said otherwise). Returns 0, or
+ * SLUICE_ERR_NOMEM (nothing was tried). */
 int sluice__picker_run(sluice__picker *p, sluice__subchannel **scs, size_t n);
 /* Non-zero when new attempts still wait for a stream or a connection. */
 int sluice__picker_has_pending(const sluice__picker *p);

@@ -12,10 +12,29 @@
 static void hw_start(sluice__subchannel *sc);
 static void hw_cancel(sluice__subchannel *sc);
 
+/* sc's state, connection or health may have changed: the census counts it
+ * anew, and the channel's next dispatch pass looks at it (connects it if
+ * IDLE, refreshes its usable flag). Called after every such change, so
+ * that the channel never needs to look at the others. */
+static void changed(sluice__subchannel *sc) {
+  sluice__sc_census *c = sc->env->census;
+  if (!c || sc->removed)
+    return;
+  int refusing = sluice__subchannel_health_refuses(sc);
+  c->n[sc->counted_state]--;
+  c->n[sc->state]++;
+  c->refusing = c->refusing - (size_t)sc->counted_refusing + (size_t)refusing;
+  sc->counted_state = sc->state;
+  sc->counted_refusing = refusing;
+  if (!sluice__list_linked(&sc->changed_link))
+    sluice__list_push(&c->changed, &sc->changed_link);
+}
+
 static void on_backoff(uv_timer_t *t) {
   sluice__subchannel *sc = t->data;
   if (sc->state == SLUICE__SC_TRANSIENT_FAILURE)
     sc->state = SLUICE__SC_IDLE;
+  changed(sc);
   sc->env->kick(sc->env->ud);
 }
 
@@ -36,6 +55,12 @@ int sluice__subchannel_new(sluice__subchannel **out,
   sc->backoff_timer.data = sc;
   sc->timer_open = 1;
   sluice__lb_dest_init(env->lb, &sc->lb, sluice_now_ns());
+  sluice__list_init(&sc->changed_link);
+  sc->counted_state = SLUICE__SC_IDLE;
+  if (env->census) {
+    env->census->n[SLUICE__SC_IDLE]++;
+    sluice__list_push(&env->census->changed, &sc->changed_link);
+  }
   *out = sc;
   return 0;
 }
@@ -57,6 +82,12 @@ void sluice__subchannel_remove(sluice__subchannel *sc,
                                const char *cancel_text) {
   if (!sc || sc->removed)
     return;
+  sluice__sc_census *census = sc->env->census;
+  if (census) { /* counted no more (changed() ignores it from now on) */
+    census->n[sc->counted_state]--;
+    census->refusing -= (size_t)sc->counted_refusing;
+    sluice__list_remove(&sc->changed_link);
+  }
   sc->removed = 1;
   hw_cancel(sc); /* a draining connection must not wait for it */
   if (sc->conn) {
@@ -87,8 +118,10 @@ static void conn_ready(sluice__cconn *c, void *ud) {
      * knows: what was measured before it went away (latency, rate, limits,
      * state) would keep it from being used again. Counters stay. */
     sluice__lb_stats keep = sc->lb.stats;
+    int usable = sc->lb.usable; /* the picker's, which counts the usable */
     sluice__lb_dest_init(sc->env->lb, &sc->lb, sluice_now_ns());
     sc->lb.stats = keep;
+    sc->lb.usable = usable;
   }
   sc->ever_ready = 1;
   if (sc->env->health_service) {
@@ -97,6 +130,7 @@ static void conn_ready(sluice__cconn *c, void *ud) {
     hw_cancel(sc);
     hw_start(sc);
   }
+  changed(sc);
   sc->env->kick(sc->env->ud);
 }
 
@@ -143,6 +177,7 @@ static void conn_closed(sluice__cconn *c, void *ud, const char *reason,
       sc->state = SLUICE__SC_IDLE; /* reconnect when calls come */
     }
   }
+  changed(sc);
   sc->env->kick(sc->env->ud);
 }
 
@@ -155,6 +190,7 @@ static void conn_goaway(sluice__cconn *c, void *ud) {
     if (sc->state == SLUICE__SC_READY)
       sc->state = SLUICE__SC_IDLE;
   }
+  changed(sc);
   sc->env->kick(sc->env->ud);
 }
 
@@ -218,11 +254,13 @@ void sluice__subchannel_connect(sluice__subchannel *sc) {
              "cannot create a connection to %s", sc->addr.name);
     sc->state = SLUICE__SC_TRANSIENT_FAILURE;
     uv_timer_start(&sc->backoff_timer, on_backoff, sc->backoff_ms, 0);
+    changed(sc);
     return;
   }
   sc->n_conns++;
   sc->conn = c;
   sc->state = SLUICE__SC_CONNECTING;
+  changed(sc);
 }
 
 int sluice__subchannel_can_take(const sluice__subchannel *sc) {
@@ -300,6 +338,7 @@ static int hw_deliver(void *ud, int compressed, const uint8_t *data,
                : st == 3 ? SLUICE__HEALTH_SERVICE_UNKNOWN
                          : SLUICE__HEALTH_NOT_SERVING;
   sc->hw_backoff_ms = sc->env->backoff_initial_ms; /* it answers */
+  changed(sc);
   sc->env->kick(sc->env->ud);
   return 0;
 }
@@ -363,6 +402,7 @@ static void hw_closed(sluice__cstream *s, uint32_t h2_error,
     d = (uint64_t)((double)d * jitter);
     uv_timer_start(&sc->backoff_timer, on_hw_retry, d ? d : 1, 0);
   }
+  changed(sc);
   sc->env->kick(sc->env->ud);
 }
 
@@ -404,6 +444,7 @@ static void hw_start(sluice__subchannel *sc) {
 failed:
   sc->health = SLUICE__HEALTH_FAILED;
   uv_timer_start(&sc->backoff_timer, on_hw_retry, sc->hw_backoff_ms, 0);
+  changed(sc);
 }
 
 /* Resets the Watch stream, if open; its close (later) does not retry. */

@@ -7,7 +7,8 @@
  * streams on its connection and hears from the connection through hooks.
  * Upward it says only "something changed, dispatch again" through the
  * env's kick callback, which the channel defers to the next loop turn's
- * prepare phase (never a synchronous re-entry). Loop thread only.
+ * prepare phase (never a synchronous re-entry), and keeps the channel's
+ * census of it (env's census: data, no call). Loop thread only.
  */
 #ifndef SLUICE_CLIENT_SUBCHANNEL_H
 #define SLUICE_CLIENT_SUBCHANNEL_H
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "client/client_h2.h"
+#include "core/list.h"
 #include "lb/lb.h"
 
 typedef enum {
@@ -35,6 +37,24 @@ typedef enum {
   SLUICE__HEALTH_FAILED           /* the Watch failed; retried with back-off */
 } sluice__health_state;
 
+/* What the channel knows of its subchannels without looking at each
+ * (owned by the channel, kept up to date by the subchannels): a dispatch
+ * pass costs the same with 3 destinations or 10,000.
+ *
+ * n and refusing change at the event that changes a subchannel (as a scan
+ * would see them at any moment); the channel's connectivity state and its
+ * fail-fast test read them. changed lists the subchannels whose state,
+ * connection or health changed since the channel's last dispatch pass with
+ * calls to send: that pass connects the IDLE ones and refreshes their
+ * usable flag (sluice__picker_refresh), where it used to visit every
+ * subchannel. Removed subchannels are in neither. */
+typedef struct sluice__sc_census {
+  size_t n[4];          /* by sluice__sc_state */
+  size_t refusing;      /* READY, connected, but the health check says no
+                           (sluice__subchannel_health_refuses) */
+  sluice__list changed; /* sluice__subchannel.changed_link */
+} sluice__sc_census;
+
 /* What every subchannel of a channel shares (owned by the channel, which
  * outlives them). */
 typedef struct sluice__subchannel_env {
@@ -47,6 +67,7 @@ typedef struct sluice__subchannel_env {
    * NULL: no health checking. */
   const char *health_service;
   sluice__lb *lb;
+  sluice__sc_census *census;
   /* Something changed (a connection is ready, failed, drained; a stream
    * ended): dispatch again. Must not dispatch synchronously. */
   void (*kick)(void *ud);
@@ -72,6 +93,11 @@ typedef struct sluice__subchannel {
   int n_conns;        /* live connections (current + draining) */
   sluice__lb_dest lb; /* the balancer's view and stats */
   int ever_ready;     /* connected before (a reconnect resets lb) */
+  /* The census (env->census): the list of changed subchannels, and what
+   * it counts for this one now. */
+  sluice__list changed_link;
+  sluice__sc_state counted_state;
+  int counted_refusing;
   /* Health checking: one Watch stream on the current connection. The
    * back-off timer above re-opens it (it is idle while READY). */
   sluice__health_state health;
