@@ -69,7 +69,7 @@ while [ $# -gt 0 ]; do
   --connections) nconn=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   --no-pin) pin=0; shift ;;
-  -h | --help) sed -n '2,48p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,47p' "$0"; exit 0 ;;
   *) echo "run_large: unknown argument $1" >&2; exit 2 ;;
   esac
 done
