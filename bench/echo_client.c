@@ -3,7 +3,10 @@
  *
  *   echo_client --target HOST:PORT [--concurrency N] [--connections C]
  *               [--duration S] [--warmup S] [--size B] [--rate R]
- *               [--lb NAME] [--raw]
+ *               [--lb NAME] [--raw] [--use_tls [--tls_ca FILE]
+ *               [--server_host_override NAME]]
+ *   echo_client --target HOST:PORT --bulk upload|download --total BYTES
+ *               --size B [--timeout S] [--use_tls ...]
  *
  * Closed loop (default): N calls outstanding at all times, spread over C
  * channels (one TCP connection each); each completion starts the next call.
@@ -37,6 +40,25 @@
  * Latencies are exact percentiles of every call completed in the measured
  * window (after --warmup, default 0.5 s); errors are calls completed with a
  * status other than OK or a payload of the wrong size.
+ *
+ * Bulk mode (--bulk): one call on one connection moves --total payload
+ * bytes in messages of --size bytes (the last one shorter if size does not
+ * divide total): upload = /bench.Echo/Upload, client streaming, sent as
+ * fast as the send queue takes them (until SLUICE_ERR_FULL, then on
+ * on_send_ready), the server answers with the totals it counted; download
+ * = /bench.Echo/Download, server streaming. An empty unary call first, so
+ * that the connection (and the TLS handshake) is up before the clock
+ * starts; the clock stops at on_done. Bounded by --timeout (the call's
+ * deadline, default 120 s). Output, one line, the same keys as
+ * bench/cpp/echo_client --bulk:
+ *   {"client":"sluice","mode":"upload","size":B,"total":N,"bytes":K,
+ *    "messages":M,"seconds":S,"mb_per_s":X,"errors":E}
+ * bytes and messages: as the receiver counted them; MB = 10^6 bytes;
+ * errors: 1 if the call failed or the count is not total.
+ *
+ * --use_tls: over TLS (OpenSSL), trusting the CA certificates of --tls_ca
+ * (default: the system's); --server_host_override NAME: the name to check
+ * the server's certificate against (default: the target's host).
  */
 #include <errno.h>
 #include <math.h>
@@ -57,6 +79,7 @@
 #define MAX_OUTSTANDING 100000u
 #define CALL_TIMEOUT_MS 10000u
 #define MIN_WAKE_NS 50000u
+#define BULK_MAX_SIZE ((4u << 20) - 64u) /* gRPC's default limit, framed */
 
 typedef struct bench {
   uv_loop_t loop;
@@ -282,6 +305,186 @@ static double pct_us(const uint64_t *v, size_t n, double q) {
   return (double)v[i] / 1000.0;
 }
 
+/* ---- bulk mode */
+
+typedef struct bulk {
+  uv_loop_t loop;
+  sluice_channel *ch;
+  sluice_call *call;
+  sluice_call_opts opts;
+  int upload;
+  uint64_t total, sent, bytes, messages;
+  size_t size;
+  Bench__EchoMsg msg; /* the upload's messages, size bytes of 'x' */
+  uint64_t t0, t1;
+  int done, failed;
+  char error[160];
+} bulk;
+
+static void bulk_fail(bulk *k, const char *what, const char *why) {
+  if (k->failed++ == 0)
+    snprintf(k->error, sizeof k->error, "%s: %s", what, why ? why : "");
+}
+
+/* Upload: sends until the queue is full or everything is sent. */
+static void bulk_pump(bulk *k) {
+  while (k->sent < k->total) {
+    uint64_t left = k->total - k->sent;
+    k->msg.payload.len = left < k->size ? (size_t)left : k->size;
+    int rc = bench__echo__upload__send(k->call, &k->msg);
+    if (rc == SLUICE_ERR_FULL)
+      return; /* on_send_ready goes on */
+    if (rc != 0) {
+      bulk_fail(k, "send", sluice_strerror(rc));
+      sluice_call_cancel(k->call, "send failed");
+      return;
+    }
+    k->sent += k->msg.payload.len;
+  }
+  int rc = sluice_call_close_send(k->call);
+  if (rc != 0 && rc != SLUICE_ERR_STATE)
+    bulk_fail(k, "close_send", sluice_strerror(rc));
+}
+
+static void bulk_on_send_ready(sluice_call *call, void *user_data) {
+  (void)call;
+  bulk_pump(user_data);
+}
+
+static void upload_on_message(sluice_call *call, const Bench__BulkCount *msg,
+                              void *user_data) {
+  (void)call;
+  bulk *k = user_data;
+  k->bytes = msg->bytes;
+  k->messages = msg->messages;
+}
+
+static void download_on_message(sluice_call *call, const Bench__EchoMsg *msg,
+                                void *user_data) {
+  (void)call;
+  bulk *k = user_data;
+  k->bytes += msg->payload.len;
+  k->messages++;
+}
+
+static void bulk_on_done(sluice_call *call, const sluice_status *st,
+                         void *user_data) {
+  bulk *k = user_data;
+  k->t1 = sluice_now_ns();
+  if (st->code != SLUICE_STATUS_OK)
+    bulk_fail(k, sluice_status_name(st->code), st->message);
+  else if (k->bytes != k->total)
+    bulk_fail(k, "OK", "the receiver counted a different number of bytes");
+  k->done = 1;
+  sluice_call_release(call);
+  uv_stop(&k->loop);
+}
+
+static void bulk_start(bulk *k) {
+  int rc;
+  k->t0 = sluice_now_ns();
+  if (k->upload) {
+    const Bench__Echo__Upload_Handlers h = {
+        .on_message = upload_on_message,
+        .on_send_ready = bulk_on_send_ready,
+        .on_done = bulk_on_done,
+    };
+    rc = bench__echo__upload__start(k->ch, &k->opts, &h, k, &k->call);
+    if (rc == 0)
+      bulk_pump(k);
+  } else {
+    Bench__BulkRequest req = BENCH__BULK_REQUEST__INIT;
+    req.total = k->total;
+    req.size = (uint32_t)k->size;
+    const Bench__Echo__Download_Handlers h = {
+        .on_message = download_on_message,
+        .on_done = bulk_on_done,
+    };
+    rc = bench__echo__download__start(k->ch, &req, &k->opts, &h, k, &k->call);
+  }
+  if (rc != 0) {
+    bulk_fail(k, "start", sluice_strerror(rc));
+    k->done = 1;
+    uv_stop(&k->loop);
+  }
+}
+
+/* The warm-up call's answer: the connection is up, the clock starts. */
+static void bulk_on_warm(const sluice_status *st, const Bench__EchoMsg *resp,
+                         void *user_data) {
+  (void)resp;
+  bulk *k = user_data;
+  if (st->code != SLUICE_STATUS_OK) {
+    bulk_fail(k, "warm-up call", st->message);
+    k->done = 1;
+    uv_stop(&k->loop);
+    return;
+  }
+  bulk_start(k);
+}
+
+static int run_bulk(const char *prog, const char *target,
+                    sluice_channel_opts *copts, int upload, double total,
+                    double size, double timeout) {
+  static bulk k; /* zeroed */
+  k.upload = upload;
+  k.total = (uint64_t)total;
+  k.size = (size_t)size;
+  uint8_t *payload = malloc(k.size);
+  if (payload == NULL) {
+    fprintf(stderr, "%s: out of memory\n", prog);
+    return 1;
+  }
+  memset(payload, 'x', k.size);
+  bench__echo_msg__init(&k.msg);
+  k.msg.payload.data = payload;
+  sluice_call_opts_init(&k.opts);
+  k.opts.timeout_ms = (uint64_t)(timeout * 1000);
+
+  uv_loop_init(&k.loop);
+  int rc;
+  if ((rc = sluice_channel_opts_set_loop(copts, &k.loop)) != 0 ||
+      (rc = sluice_channel_new(&k.ch, target, copts)) != 0) {
+    fprintf(stderr, "%s: cannot make a channel to %s: %s\n", prog, target,
+            sluice_strerror(rc));
+    return 1;
+  }
+  sluice_channel_opts_del(copts);
+
+  Bench__EchoMsg empty = BENCH__ECHO_MSG__INIT;
+  sluice_call_opts warm;
+  sluice_call_opts_init(&warm);
+  warm.timeout_ms = CALL_TIMEOUT_MS;
+  if ((rc = bench__echo__unary__async(k.ch, &empty, &warm, bulk_on_warm, &k)) !=
+      0) {
+    bulk_fail(&k, "warm-up call", sluice_strerror(rc));
+    k.done = 1;
+  }
+  /* Every path ends in on_done (the call's deadline bounds it), or a
+   * failure before the call exists; both stop the loop. */
+  if (!k.done)
+    uv_run(&k.loop, UV_RUN_DEFAULT);
+
+  double secs = k.t1 > k.t0 ? (double)(k.t1 - k.t0) * 1e-9 : 0;
+  printf("{\"client\":\"sluice\",\"mode\":\"%s\",\"size\":%zu,"
+         "\"total\":%llu,\"bytes\":%llu,\"messages\":%llu,"
+         "\"seconds\":%.3f,\"mb_per_s\":%.1f,\"errors\":%d}\n",
+         upload ? "upload" : "download", k.size, (unsigned long long)k.total,
+         (unsigned long long)k.bytes, (unsigned long long)k.messages, secs,
+         secs > 0 && !k.failed ? (double)k.bytes / secs / 1e6 : 0.0,
+         k.failed ? 1 : 0);
+  fflush(stdout);
+  if (k.failed)
+    fprintf(stderr, "%s: bulk %s failed: %s\n", prog,
+            upload ? "upload" : "download", k.error);
+
+  sluice_channel_del(k.ch);
+  uv_run(&k.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&k.loop);
+  free(payload);
+  return k.failed ? 1 : 0;
+}
+
 /* ---- command line */
 
 static void usage(FILE *f, const char *prog) {
@@ -289,17 +492,35 @@ static void usage(FILE *f, const char *prog) {
           "usage: %s --target HOST:PORT [--concurrency N] [--connections C]\n"
           "          [--duration S] [--warmup S] [--size B] [--rate R] "
           "[--lb NAME]\n"
+          "          [--use_tls [--tls_ca FILE] [--server_host_override "
+          "NAME]]\n"
+          "       %s --target HOST:PORT --bulk upload|download --total BYTES\n"
+          "          --size B [--timeout S] [--use_tls ...]\n"
           "  --target HOST:PORT  the bench.Echo server\n"
           "  --concurrency N     calls outstanding, closed loop (default 64)\n"
           "  --connections C     channels = TCP connections (default 1)\n"
           "  --duration S        measured seconds (default 5)\n"
           "  --warmup S          seconds before measuring (default 0.5)\n"
-          "  --size B            payload bytes (default 64)\n"
+          "  --size B            payload bytes (default 64; bulk: per "
+          "message, 1 .. 4 MiB - 64)\n"
           "  --rate R            open loop: R calls/s in total\n"
           "  --lb NAME           channel strategy (default rr)\n"
+          "  --bulk upload|download  one Upload (client streaming) or "
+          "Download\n"
+          "                      (server streaming) call of --total payload "
+          "bytes\n"
+          "  --total BYTES       bulk: payload bytes in all (default 256 "
+          "MiB)\n"
+          "  --timeout S         bulk: the call's deadline (default 120)\n"
           "  --raw               raw calls: serialized buffers, no protobuf\n"
-          "                      decoding (sluice/buf.h)\n",
-          prog);
+          "                      decoding (sluice/buf.h; unary only)\n"
+          "  --use_tls           call over TLS\n"
+          "  --tls_ca FILE       CA certificates to trust (PEM; default: the "
+          "system's)\n"
+          "  --server_host_override NAME  name to verify the server's "
+          "certificate\n"
+          "                      against (default: the target's host)\n",
+          prog, prog);
 }
 
 static int parse_double(const char *s, double min, double max, double *out) {
@@ -316,10 +537,12 @@ static int parse_double(const char *s, double min, double max, double *out) {
 
 int main(int argc, char **argv) {
   const char *prog = argv[0];
-  const char *target = NULL, *lb = "rr";
+  const char *target = NULL, *lb = "rr", *bulk_mode = NULL;
+  const char *tls_ca = NULL, *host_override = NULL;
+  int use_tls = 0, size_given = 0;
   int raw = 0;
   double concurrency = 64, connections = 1, duration = 5, warmup = 0.5,
-         size = 64, rate = 0;
+         size = 64, rate = 0, total = 256.0 * 1024 * 1024, timeout = 120;
 
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
@@ -329,6 +552,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(flag, "--raw") == 0) {
       raw = 1;
+      continue;
+    }
+    if (strcmp(flag, "--use_tls") == 0) {
+      use_tls = 1;
       continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : NULL;
@@ -349,8 +576,23 @@ int main(int argc, char **argv) {
       bad = parse_double(val, 0, 3600, &warmup);
     } else if (strcmp(flag, "--size") == 0) {
       bad = parse_double(val, 0, 4 << 20, &size);
+      size_given = 1;
     } else if (strcmp(flag, "--rate") == 0) {
       bad = parse_double(val, 0, 1e8, &rate);
+    } else if (strcmp(flag, "--bulk") == 0) {
+      bad = val == NULL ||
+            (strcmp(val, "upload") != 0 && strcmp(val, "download") != 0);
+      bulk_mode = val;
+    } else if (strcmp(flag, "--total") == 0) {
+      bad = parse_double(val, 1, 1e12, &total);
+    } else if (strcmp(flag, "--timeout") == 0) {
+      bad = parse_double(val, 0.01, 3600, &timeout);
+    } else if (strcmp(flag, "--tls_ca") == 0) {
+      bad = val == NULL || *val == '\0';
+      tls_ca = val;
+    } else if (strcmp(flag, "--server_host_override") == 0) {
+      bad = val == NULL || *val == '\0';
+      host_override = val;
     } else {
       fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag);
       usage(stderr, prog);
@@ -367,6 +609,43 @@ int main(int argc, char **argv) {
     usage(stderr, prog);
     return 2;
   }
+  if (!use_tls && (tls_ca != NULL || host_override != NULL)) {
+    fprintf(stderr, "%s: --tls_ca and --server_host_override need --use_tls\n",
+            prog);
+    return 2;
+  }
+  if (bulk_mode != NULL && (!size_given || size < 1 || size > BULK_MAX_SIZE ||
+                            size != floor(size) || total != floor(total))) {
+    fprintf(stderr, "%s: --bulk needs --size 1 .. %u and whole numbers\n", prog,
+            BULK_MAX_SIZE);
+    return 2;
+  }
+
+  sluice_channel_opts *copts;
+  int rc;
+  if ((rc = sluice_channel_opts_new(&copts)) != 0 ||
+      (rc = sluice_channel_opts_set_lb(copts, lb)) != 0) {
+    fprintf(stderr, "%s: channel options: %s\n", prog, sluice_strerror(rc));
+    return 2;
+  }
+  if (use_tls) {
+    sluice_tls_client_config tls;
+    sluice_tls_client_config_init(&tls);
+    tls.ca.file = tls_ca;
+    tls.server_name_override = host_override;
+    if ((rc = sluice_channel_opts_set_tls(copts, &tls)) != 0) {
+      fprintf(stderr, "%s: TLS: %s\n", prog,
+              sluice_channel_opts_last_error(copts));
+      return 2;
+    }
+  }
+  if (bulk_mode != NULL && raw) {
+    fprintf(stderr, "%s: --raw is for unary calls, not --bulk\n", prog);
+    return 2;
+  }
+  if (bulk_mode != NULL)
+    return run_bulk(prog, target, copts, strcmp(bulk_mode, "upload") == 0,
+                    total, size, timeout);
 
   static bench b; /* large; zeroed */
   b.concurrency = (unsigned)concurrency;
@@ -409,11 +688,7 @@ int main(int argc, char **argv) {
     b.sched.data = &b;
   }
 
-  sluice_channel_opts *copts;
-  int rc;
-  if ((rc = sluice_channel_opts_new(&copts)) != 0 ||
-      (rc = sluice_channel_opts_set_loop(copts, &b.loop)) != 0 ||
-      (rc = sluice_channel_opts_set_lb(copts, lb)) != 0) {
+  if ((rc = sluice_channel_opts_set_loop(copts, &b.loop)) != 0) {
     fprintf(stderr, "%s: channel options: %s\n", prog, sluice_strerror(rc));
     return 2;
   }

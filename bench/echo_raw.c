@@ -6,7 +6,8 @@
  * DATA frames. Bidi sends every message buffer back as it arrives; when the
  * send queue is full (SLUICE_ERR_FULL) it keeps that one buffer (no copy:
  * it is still ours), pauses the call's receiving side and sends it on
- * on_send_ready. Any other method answers UNIMPLEMENTED. */
+ * on_send_ready. Upload and Download (the bulk rows) are not served raw:
+ * they answer UNIMPLEMENTED. */
 #include "echo_raw.h"
 
 #include <stdlib.h>

@@ -21,6 +21,13 @@
  * setting in which two load generators must report the same numbers
  * (tools/sluice-bench/compare_h2load.sh).
  *
+ * Upload (client streaming) counts the payload bytes and messages that
+ * arrive and answers with the totals once the client half-closed. Download
+ * (server streaming) sends BulkRequest.total payload bytes in messages of
+ * BulkRequest.size bytes, all from one buffer of 'x': it sends until the
+ * send queue is full (SLUICE_ERR_FULL), goes on from on_send_ready, and
+ * finishes OK after the last one.
+ *
  * Prints "listening on <port>" on stdout once it accepts (port 0 picks a
  * free one). SIGINT or SIGTERM shut it down gracefully (GOAWAY, 2 s drain).
  */
@@ -230,6 +237,141 @@ static void bidi(sluice_server_call *call, void *user_data) {
   }
 }
 
+/* ---- Upload: counts, answers with the totals */
+
+typedef struct upload_state {
+  uint64_t bytes, messages;
+  int finished;
+} upload_state;
+
+static void upload_on_message(sluice_server_call *call,
+                              const Bench__EchoMsg *msg, void *user_data) {
+  (void)call;
+  upload_state *s = user_data;
+  s->bytes += msg->payload.len;
+  s->messages++;
+}
+
+static void upload_on_half_close(sluice_server_call *call, void *user_data) {
+  upload_state *s = user_data;
+  if (s->finished)
+    return;
+  Bench__BulkCount count = BENCH__BULK_COUNT__INIT;
+  count.bytes = s->bytes;
+  count.messages = s->messages;
+  s->finished = 1;
+  bench__echo__upload__reply(call, &count);
+}
+
+static void upload_on_done(sluice_server_call *call, int cancelled,
+                           void *user_data) {
+  (void)cancelled;
+  upload_state *s = user_data;
+  if (!s->finished)
+    sluice_server_call_finish(call, SLUICE_STATUS_CANCELLED, NULL, NULL);
+  free(s);
+}
+
+static void upload(sluice_server_call *call, void *user_data) {
+  (void)user_data;
+  upload_state *s = calloc(1, sizeof *s);
+  const Bench__Echo__Upload_ServerHandlers h = {
+      .on_message = upload_on_message,
+      .on_half_close = upload_on_half_close,
+      .on_done = upload_on_done,
+  };
+  if (s == NULL || bench__echo__upload__set_handlers(call, &h, s) != 0) {
+    free(s);
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "cannot set up the call", NULL);
+  }
+}
+
+/* ---- Download: streams total bytes, size bytes a message */
+
+#define BULK_MAX_SIZE ((4u << 20) - 64u) /* gRPC's default limit, framed */
+
+typedef struct download_state {
+  uint8_t *buf; /* size bytes of 'x' */
+  uint64_t left;
+  uint32_t size;
+  int finished;
+} download_state;
+
+static void download_finish(download_state *s, sluice_server_call *call,
+                            sluice_status_code code, const char *message) {
+  if (s->finished)
+    return;
+  s->finished = 1;
+  sluice_server_call_finish(call, code, message, NULL);
+}
+
+/* Sends until the queue is full or everything is queued. */
+static void download_pump(sluice_server_call *call, download_state *s) {
+  while (!s->finished && s->left > 0) {
+    Bench__EchoMsg m = BENCH__ECHO_MSG__INIT;
+    m.payload.data = s->buf;
+    m.payload.len = s->left < s->size ? (size_t)s->left : s->size;
+    int rc = bench__echo__download__send_response(call, &m);
+    if (rc == SLUICE_ERR_FULL)
+      return; /* on_send_ready goes on */
+    if (rc != 0) {
+      download_finish(s, call, SLUICE_STATUS_INTERNAL, sluice_strerror(rc));
+      return;
+    }
+    s->left -= m.payload.len;
+  }
+  download_finish(s, call, SLUICE_STATUS_OK, NULL);
+}
+
+static void download_on_send_ready(sluice_server_call *call, void *user_data) {
+  download_pump(call, user_data);
+}
+
+static void download_on_done(sluice_server_call *call, int cancelled,
+                             void *user_data) {
+  (void)cancelled;
+  download_state *s = user_data;
+  download_finish(s, call, SLUICE_STATUS_CANCELLED, NULL);
+  free(s->buf);
+  free(s);
+}
+
+static void download(sluice_server_call *call, const Bench__BulkRequest *req,
+                     void *user_data) {
+  (void)user_data;
+  if (req->size == 0 || req->size > BULK_MAX_SIZE) {
+    sluice_server_call_finish(call, SLUICE_STATUS_INVALID_ARGUMENT,
+                              "size must be 1 .. 4 MiB - 64", NULL);
+    return;
+  }
+  download_state *s = calloc(1, sizeof *s);
+  uint8_t *buf = malloc(req->size);
+  const Bench__Echo__Download_ServerHandlers h = {
+      .on_send_ready = download_on_send_ready,
+      .on_done = download_on_done,
+  };
+  if (s == NULL || buf == NULL) {
+    free(s);
+    free(buf);
+    sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory", NULL);
+    return;
+  }
+  memset(buf, 'x', req->size);
+  s->buf = buf;
+  s->size = req->size;
+  s->left = req->total;
+  if (bench__echo__download__set_handlers(call, &h, s) != 0) {
+    free(buf);
+    free(s);
+    sluice_server_call_finish(call, SLUICE_STATUS_INTERNAL,
+                              "cannot set up the call", NULL);
+    return;
+  }
+  download_pump(call, s); /* on the loop thread, as on_send_ready */
+}
+
 /* ---- command line */
 
 static void usage(FILE *f, const char *prog) {
@@ -329,8 +471,11 @@ int main(int argc, char **argv) {
   int exit_code = 1, rc;
   sluice_server_opts *opts = NULL;
   sluice_server *srv = NULL;
-  const Bench__Echo_SluiceHandlers handlers = {
-      .unary = delay_us ? unary_delayed : unary, .bidi = bidi};
+  const Bench__Echo_SluiceHandlers handlers = {.unary = delay_us ? unary_delayed
+                                                                 : unary,
+                                               .bidi = bidi,
+                                               .upload = upload,
+                                               .download = download};
   int line_started = 0;
   if (delay_us) {
     g_line.delay_ns = (uint64_t)delay_us * 1000u;

@@ -20,7 +20,8 @@
 #                        [--concurrency N] [--out FILE] [--no-pin] [--no-large]
 #
 # (e) at the end: bench/run_large.sh (large messages in all four pairings,
-# server memory per connection; ~8 min more, --no-large skips it).
+# TLS, bulk streaming, server memory per connection; ~15 min more,
+# --no-large skips it).
 #
 # Defaults: build/, 5 s per cell (+0.5 s warm-up), 64 outstanding,
 # docs/results/compare-<date>.md. 80 cells: ~8 min at 5 s, ~4.5 min at

@@ -3,6 +3,9 @@
 //
 //   echo_client --target HOST:PORT [--concurrency N] [--connections C]
 //               [--duration S] [--warmup S] [--size B] [--rate R]
+//               [--use_tls [--tls_ca FILE] [--server_host_override NAME]]
+//   echo_client --target HOST:PORT --bulk upload|download --total BYTES
+//               --size B [--timeout S] [--use_tls ...]
 //
 // The same flags, behaviour and output as bench/echo_client.c (the sluice
 // client), so the two compare on the same server:
@@ -20,8 +23,24 @@
 //   more than 100000 outstanding -> "missed".
 // Output: one JSON line on stdout; exact percentiles of every call that
 // completed in the measured window (after --warmup).
+//
+// Bulk mode (--bulk), as the sluice client's: one Upload (client streaming,
+// a ClientWriteReactor: one write in flight, the next from OnWriteDone) or
+// Download (server streaming, a ClientReadReactor) call of --total payload
+// bytes in messages of --size bytes, after an empty unary call that brings
+// the connection up; timed from the start of the call to OnDone; bounded by
+// --timeout (the call's deadline, default 120 s). One JSON line, the keys of
+// the sluice client's: client, mode, size, total, bytes, messages, seconds,
+// mb_per_s (MB = 10^6 bytes), errors.
+//
+// --use_tls: grpc::SslCredentials, trusting --tls_ca (default: gRPC's
+// roots); --server_host_override NAME: the name to check the server's
+// certificate against (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+
+#include <fstream>
+#include <sstream>
 
 #include <algorithm>
 #include <atomic>
@@ -244,19 +263,199 @@ double PctUs(const std::vector<uint64_t> &v, double q) {
   return static_cast<double>(v[i]) / 1000.0;
 }
 
+// ---- bulk mode
+
+constexpr uint32_t kBulkMaxSize = (4u << 20) - 64u; // gRPC's limit, framed
+
+struct BulkResult {
+  uint64_t bytes = 0, messages = 0;
+  uint64_t t0 = 0, t1 = 0;
+  grpc::Status status;
+};
+
+// Waits for OnDone.
+class BulkWait {
+public:
+  void Done() {
+    std::lock_guard<std::mutex> lk(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [this] { return done_; });
+  }
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+class Uploader final : public grpc::ClientWriteReactor<bench::EchoMsg>,
+                       public BulkWait {
+public:
+  Uploader(bench::Echo::Stub *stub, uint64_t total, size_t size,
+           std::chrono::milliseconds timeout, BulkResult *r)
+      : total_(total), size_(size), r_(r) {
+    ctx_.set_deadline(std::chrono::system_clock::now() + timeout);
+    msg_.set_payload(std::string(size, 'x'));
+    r_->t0 = NowNs();
+    stub->async()->Upload(&ctx_, &resp_, this);
+    Next();
+    StartCall();
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) // else the call failed: OnDone says how
+      Next();
+  }
+  void OnDone(const grpc::Status &st) override {
+    r_->t1 = NowNs();
+    r_->status = st;
+    r_->bytes = resp_.bytes();
+    r_->messages = resp_.messages();
+    Done();
+  }
+
+private:
+  void Next() {
+    if (sent_ >= total_) {
+      StartWritesDone();
+      return;
+    }
+    uint64_t left = total_ - sent_;
+    if (left < size_)
+      msg_.mutable_payload()->resize(static_cast<size_t>(left));
+    sent_ += msg_.payload().size();
+    StartWrite(&msg_);
+  }
+
+  grpc::ClientContext ctx_;
+  bench::EchoMsg msg_;
+  bench::BulkCount resp_;
+  uint64_t total_, sent_ = 0;
+  size_t size_;
+  BulkResult *r_;
+};
+
+class Downloader final : public grpc::ClientReadReactor<bench::EchoMsg>,
+                         public BulkWait {
+public:
+  Downloader(bench::Echo::Stub *stub, uint64_t total, size_t size,
+             std::chrono::milliseconds timeout, BulkResult *r)
+      : r_(r) {
+    ctx_.set_deadline(std::chrono::system_clock::now() + timeout);
+    req_.set_total(total);
+    req_.set_size(static_cast<uint32_t>(size));
+    r_->t0 = NowNs();
+    stub->async()->Download(&ctx_, &req_, this);
+    StartRead(&msg_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) // the end of the stream (or a failure): OnDone follows
+      return;
+    r_->bytes += msg_.payload().size();
+    r_->messages++;
+    StartRead(&msg_);
+  }
+  void OnDone(const grpc::Status &st) override {
+    r_->t1 = NowNs();
+    r_->status = st;
+    Done();
+  }
+
+private:
+  grpc::ClientContext ctx_;
+  bench::BulkRequest req_;
+  bench::EchoMsg msg_;
+  BulkResult *r_;
+};
+
+int RunBulk(const char *prog, bench::Echo::Stub *stub, bool upload,
+            uint64_t total, size_t size, double timeout_s) {
+  BulkResult r;
+  // An empty unary call first: the connection (and TLS) is up before the
+  // clock starts.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(kCallTimeoutMs));
+    bench::EchoMsg empty, resp;
+    grpc::Status st = stub->Unary(&ctx, empty, &resp);
+    if (!st.ok())
+      r.status = st;
+  }
+  auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  if (r.status.ok()) {
+    if (upload) {
+      Uploader u(stub, total, size, timeout, &r);
+      u.Wait();
+    } else {
+      Downloader d(stub, total, size, timeout, &r);
+      d.Wait();
+    }
+  }
+  bool failed = !r.status.ok() || r.bytes != total;
+  double secs = r.t1 > r.t0 ? static_cast<double>(r.t1 - r.t0) * 1e-9 : 0;
+  std::printf("{\"client\":\"grpc++\",\"mode\":\"%s\",\"size\":%zu,"
+              "\"total\":%llu,\"bytes\":%llu,\"messages\":%llu,"
+              "\"seconds\":%.3f,\"mb_per_s\":%.1f,\"errors\":%d}\n",
+              upload ? "upload" : "download", size,
+              static_cast<unsigned long long>(total),
+              static_cast<unsigned long long>(r.bytes),
+              static_cast<unsigned long long>(r.messages), secs,
+              secs > 0 && !failed ? static_cast<double>(r.bytes) / secs / 1e6
+                                  : 0.0,
+              failed ? 1 : 0);
+  std::fflush(stdout);
+  if (failed)
+    std::fprintf(stderr, "%s: bulk %s failed: %d: %s\n", prog,
+                 upload ? "upload" : "download", r.status.error_code(),
+                 r.status.ok() ? "the receiver counted a different number of "
+                                 "bytes"
+                               : r.status.error_message().c_str());
+  return failed ? 1 : 0;
+}
+
+bool ReadFile(const std::string &path, std::string *out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
 void Usage(FILE *f, const char *prog) {
   std::fprintf(
       f,
       "usage: %s --target HOST:PORT [--concurrency N] [--connections C]\n"
       "          [--duration S] [--warmup S] [--size B] [--rate R]\n"
+      "          [--use_tls [--tls_ca FILE] [--server_host_override NAME]]\n"
+      "       %s --target HOST:PORT --bulk upload|download --total BYTES\n"
+      "          --size B [--timeout S] [--use_tls ...]\n"
       "  --target HOST:PORT  the bench.Echo server\n"
       "  --concurrency N     calls outstanding, closed loop (default 64)\n"
       "  --connections C     channels = TCP connections (default 1)\n"
       "  --duration S        measured seconds (default 5)\n"
       "  --warmup S          seconds before measuring (default 0.5)\n"
-      "  --size B            payload bytes (default 64)\n"
-      "  --rate R            open loop: R calls/s in total\n",
-      prog);
+      "  --size B            payload bytes (default 64; bulk: per message, "
+      "1 .. 4 MiB - 64)\n"
+      "  --rate R            open loop: R calls/s in total\n"
+      "  --bulk upload|download  one Upload (client streaming) or Download\n"
+      "                      (server streaming) call of --total payload bytes\n"
+      "  --total BYTES       bulk: payload bytes in all (default 256 MiB)\n"
+      "  --timeout S         bulk: the call's deadline (default 120)\n"
+      "  --use_tls           call over TLS\n"
+      "  --tls_ca FILE       CA certificates to trust (PEM; default: gRPC's "
+      "roots)\n"
+      "  --server_host_override NAME  name to verify the server's "
+      "certificate\n"
+      "                      against (default: the target's host)\n",
+      prog, prog);
 }
 
 bool ParseDouble(const char *s, double min, double max, double *out) {
@@ -275,14 +474,19 @@ bool ParseDouble(const char *s, double min, double max, double *out) {
 
 int main(int argc, char **argv) {
   const char *prog = argv[0];
-  std::string target;
+  std::string target, bulk_mode, tls_ca, host_override;
+  bool use_tls = false, size_given = false;
   double concurrency = 64, connections = 1, duration = 5, warmup = 0.5,
-         size = 64, rate = 0;
+         size = 64, rate = 0, total = 256.0 * 1024 * 1024, timeout = 120;
   for (int i = 1; i < argc; i++) {
     std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       Usage(stdout, prog);
       return 0;
+    }
+    if (flag == "--use_tls") {
+      use_tls = true;
+      continue;
     }
     const char *val = i + 1 < argc ? argv[++i] : nullptr;
     bool ok;
@@ -300,8 +504,22 @@ int main(int argc, char **argv) {
       ok = ParseDouble(val, 0, 3600, &warmup);
     } else if (flag == "--size") {
       ok = ParseDouble(val, 0, 4 << 20, &size);
+      size_given = true;
     } else if (flag == "--rate") {
       ok = ParseDouble(val, 0, 1e8, &rate);
+    } else if (flag == "--bulk") {
+      ok = val != nullptr &&
+           (std::string(val) == "upload" || std::string(val) == "download");
+      if (ok)
+        bulk_mode = val;
+    } else if (flag == "--total") {
+      ok = ParseDouble(val, 1, 1e12, &total);
+    } else if (flag == "--timeout") {
+      ok = ParseDouble(val, 0.01, 3600, &timeout);
+    } else if (flag == "--tls_ca" || flag == "--server_host_override") {
+      ok = val != nullptr && *val != '\0';
+      if (ok)
+        (flag == "--tls_ca" ? tls_ca : host_override) = val;
     } else {
       std::fprintf(stderr, "%s: unknown argument '%s'\n", prog, flag.c_str());
       Usage(stderr, prog);
@@ -318,7 +536,33 @@ int main(int argc, char **argv) {
     Usage(stderr, prog);
     return 2;
   }
+  if (!use_tls && (!tls_ca.empty() || !host_override.empty())) {
+    std::fprintf(stderr,
+                 "%s: --tls_ca and --server_host_override need --use_tls\n",
+                 prog);
+    return 2;
+  }
+  if (!bulk_mode.empty() &&
+      (!size_given || size < 1 || size > kBulkMaxSize ||
+       size != std::floor(size) || total != std::floor(total))) {
+    std::fprintf(stderr, "%s: --bulk needs --size 1 .. %u and whole numbers\n",
+                 prog, kBulkMaxSize);
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
+
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      grpc::InsecureChannelCredentials();
+  if (use_tls) {
+    grpc::SslCredentialsOptions ssl;
+    if (!tls_ca.empty() && !ReadFile(tls_ca, &ssl.pem_root_certs)) {
+      std::fprintf(stderr, "%s: cannot read %s\n", prog, tls_ca.c_str());
+      return 2;
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  if (!bulk_mode.empty())
+    connections = 1;
 
   unsigned n_conn = static_cast<unsigned>(connections);
   std::vector<std::unique_ptr<bench::Echo::Stub>> stubs;
@@ -326,13 +570,18 @@ int main(int argc, char **argv) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", static_cast<int>(i));
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto ch = grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args);
+    if (!host_override.empty())
+      args.SetSslTargetNameOverride(host_override);
+    auto ch = grpc::CreateCustomChannel(target, creds, args);
     // Connect before the clock starts (the warm-up is not measured either).
     ch->WaitForConnected(std::chrono::system_clock::now() +
                          std::chrono::seconds(5));
     stubs.push_back(bench::Echo::NewStub(ch));
   }
+  if (!bulk_mode.empty())
+    return RunBulk(prog, stubs[0].get(), bulk_mode == "upload",
+                   static_cast<uint64_t>(total), static_cast<size_t>(size),
+                   timeout);
 
   Bench b(std::move(stubs), static_cast<size_t>(size), rate);
   uint64_t t0 = NowNs();

@@ -10,6 +10,12 @@
 // (the same object), then reads the next: gRPC allows one write in flight
 // per call, so this is its flow control.
 //
+// Upload: a ServerReadReactor that counts the payload bytes and messages
+// and answers with the totals when the client half-closes. Download: a
+// ServerWriteReactor that writes BulkRequest.total payload bytes in
+// messages of BulkRequest.size bytes (one write in flight, the next from
+// OnWriteDone), then finishes.
+//
 // --threads T is passed as a hint: ResourceQuota::SetMaxThreads(T). The
 // callback API runs handlers on gRPC's own threads, which that quota does
 // not bound; for a fixed number of cores pin the process (taskset), as
@@ -61,6 +67,72 @@ private:
   bench::EchoMsg msg_;
 };
 
+class UploadCount final : public grpc::ServerReadReactor<bench::EchoMsg> {
+public:
+  explicit UploadCount(bench::BulkCount *resp) : resp_(resp) {
+    StartRead(&msg_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) { // the client half-closed (or went away)
+      resp_->set_bytes(bytes_);
+      resp_->set_messages(messages_);
+      Finish(grpc::Status::OK);
+      return;
+    }
+    bytes_ += msg_.payload().size();
+    messages_++;
+    StartRead(&msg_);
+  }
+  void OnDone() override { delete this; }
+
+private:
+  bench::BulkCount *resp_;
+  bench::EchoMsg msg_;
+  uint64_t bytes_ = 0, messages_ = 0;
+};
+
+constexpr uint32_t kBulkMaxSize = (4u << 20) - 64u; // gRPC's limit, framed
+
+class DownloadStream final : public grpc::ServerWriteReactor<bench::EchoMsg> {
+public:
+  explicit DownloadStream(const bench::BulkRequest *req)
+      : left_(req->total()), size_(req->size()) {
+    if (size_ == 0 || size_ > kBulkMaxSize) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "size must be 1 .. 4 MiB - 64"));
+      return;
+    }
+    msg_.set_payload(std::string(size_, 'x'));
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+private:
+  void Next() {
+    if (left_ == 0) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    if (left_ < size_)
+      msg_.mutable_payload()->resize(static_cast<size_t>(left_));
+    left_ -= msg_.payload().size();
+    StartWrite(&msg_);
+  }
+
+  uint64_t left_;
+  uint32_t size_;
+  bench::EchoMsg msg_;
+};
+
 class EchoService final : public bench::Echo::CallbackService {
   grpc::ServerUnaryReactor *Unary(grpc::CallbackServerContext *ctx,
                                   const bench::EchoMsg *req,
@@ -77,6 +149,17 @@ class EchoService final : public bench::Echo::CallbackService {
   grpc::ServerBidiReactor<bench::EchoMsg, bench::EchoMsg> *
   Bidi(grpc::CallbackServerContext *) override {
     return new BidiEcho();
+  }
+
+  grpc::ServerReadReactor<bench::EchoMsg> *
+  Upload(grpc::CallbackServerContext *, bench::BulkCount *resp) override {
+    return new UploadCount(resp);
+  }
+
+  grpc::ServerWriteReactor<bench::EchoMsg> *
+  Download(grpc::CallbackServerContext *,
+           const bench::BulkRequest *req) override {
+    return new DownloadStream(req);
   }
 };
 
