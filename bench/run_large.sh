@@ -26,6 +26,11 @@
 #      streaming, bench.Echo/Download), the clients' --bulk mode; the four
 #      pairings, median MB/s (10^6 bytes/s) and the server's CPU seconds
 #      for the transfer; both malloc settings as in (a).
+#  (e) raw calls (docs/raw-calls.md): the unary echo of (a) at each of
+#      --raw-sizes (default 256 KiB and 1 MiB) with the sluice sides in
+#      their raw modes (echo_server --raw answers with the request's own
+#      buffer, echo_client --raw sends sluice_bufs and does not decode),
+#      against the same gRPC C++ peers: the zero-copy path of issue 15.
 #  (d) server memory per connection: bench/conn_memory.py against both
 #      servers (idle connections; sluice also with one held call each and
 #      with many calls held on one connection).
@@ -33,15 +38,17 @@
 #   bench/run_large.sh [--build DIR] [--runs N] [--duration S]
 #                      [--sizes "B B ..."] [--tls-sizes "B B ..."]
 #                      [--bulk-sizes "B B ..."] [--bulk-total BYTES]
-#                      [--only "unary tls bulk memory"] [--quick]
+#                      [--raw-sizes "B B ..."]
+#                      [--only "unary tls bulk raw memory"] [--quick]
 #                      [--connections N] [--out FILE] [--no-pin]
 #
-# --only: the parts to run (any of unary, tls, bulk, memory; default all).
+# --only: the parts to run (any of unary, tls, bulk, raw, memory; default
+# all).
 # --quick: 1 run of 1 s per cell, sizes 64 KiB and 1 MiB, 64 MiB bulk
 # transfers, 200 connections (~3 min); flags given explicitly win.
 # Defaults: build/, 3 runs of 3 s per cell, 1,000 connections,
-# docs/results/large-<date>.md. ~15 min: (a) ~8, (b) ~3.5, (c) ~2.5,
-# (d) ~1. Pinning as run_compare.sh: servers on CPU 0, clients on CPU 1.
+# docs/results/large-<date>.md. ~18 min: (a) ~8, (b) ~3.5, (c) ~2.5,
+# (e) ~3, (d) ~1. Pinning as run_compare.sh: servers on CPU 0, clients on CPU 1.
 # Every client run is bounded (its --duration or --timeout, and timeout(1)
 # around it). Progress on stderr; the markdown on stdout and in the out
 # file.
@@ -49,8 +56,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=build
-runs= dur= sizes= tls_sizes= bulk_sizes= bulk_total= nconn=
-only="unary tls bulk memory"
+runs= dur= sizes= tls_sizes= bulk_sizes= bulk_total= nconn= raw_sizes=
+only="unary tls bulk raw memory"
 untrimmed=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864
 out=
 pin=1
@@ -64,12 +71,13 @@ while [ $# -gt 0 ]; do
   --tls-sizes) tls_sizes=$2; shift 2 ;;
   --bulk-sizes) bulk_sizes=$2; shift 2 ;;
   --bulk-total) bulk_total=$2; shift 2 ;;
+  --raw-sizes) raw_sizes=$2; shift 2 ;;
   --only) only=$2; shift 2 ;;
   --quick) quick=1; shift ;;
   --connections) nconn=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   --no-pin) pin=0; shift ;;
-  -h | --help) sed -n '2,47p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,54p' "$0"; exit 0 ;;
   *) echo "run_large: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -78,16 +86,18 @@ if [ $quick = 1 ]; then
 fi
 : "${runs:=3}" "${dur:=3}" "${sizes:=65536 262144 1048576 4194240}"
 : "${tls_sizes:=65536 1048576}" "${bulk_sizes:=65536 1048576}"
+: "${raw_sizes:=262144 1048576}"
 : "${bulk_total:=268435456}" "${nconn:=1000}"
 for part in $only; do
-  case $part in unary | tls | bulk | memory) ;;
-  *) echo "run_large: --only takes unary, tls, bulk, memory; not $part" >&2; exit 2 ;;
+  case $part in unary | tls | bulk | raw | memory) ;;
+  *) echo "run_large: --only takes unary, tls, bulk, raw, memory; not $part" >&2; exit 2 ;;
   esac
 done
 want() { [[ " $only " == *" $1 "* ]]; }
 want unary || sizes=
 want tls || tls_sizes=
 want bulk || bulk_sizes=
+want raw || raw_sizes=
 case $build in /*) ;; *) build=$root/$build ;; esac
 [ -n "$out" ] || out=$root/docs/results/large-$(date +%F).md
 
@@ -128,13 +138,18 @@ start_server() {
 stop_server() { kill $sp 2>/dev/null; wait $sp 2>/dev/null || true; }
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 
-# cell TUNABLES SERVER CLIENT SIZE TLS(0/1)
+# cell TUNABLES SERVER CLIENT SIZE TLS(0/1) [RAW(0/1)]
 #   -> "calls/s p50_us server_us_per_call errors"
+# RAW: the sluice side(s) of the pairing in their raw modes.
 cell() {
   local sp port t0 t1 res tun=$1 srv=() cli=()
   if [ "$5" = 1 ]; then
     srv=(--tls_cert "$tmp/certs/server.pem" --tls_key "$tmp/certs/server.key")
     cli=(--use_tls --tls_ca "$tmp/certs/ca.pem")
+  fi
+  if [ "${6:-0}" = 1 ]; then
+    [ "$2" = "$s_server" ] && srv+=(--raw)
+    [ "$3" = "$s_client" ] && cli+=(--raw)
   fi
   start_server "$tun" "$2" "${srv[@]}" || { echo "0 0 0 1"; return; }
   t0=$(ticks $sp)
@@ -199,17 +214,18 @@ fi
 pairs=(ss gg gs sg)
 declare -A SRV=([ss]=$s_server [gg]=$g_server [gs]=$s_server [sg]=$g_server)
 declare -A CLI=([ss]=$s_client [gg]=$g_client [gs]=$g_client [sg]=$s_client)
-nsz=$(( $(wc -w <<<"$sizes") + $(wc -w <<<"$tls_sizes") + 2 * $(wc -w <<<"$bulk_sizes") ))
+nsz=$(( $(wc -w <<<"$sizes") + $(wc -w <<<"$tls_sizes") + 2 * $(wc -w <<<"$bulk_sizes") + $(wc -w <<<"$raw_sizes") ))
 ncells=$(( nsz * ${#pairs[@]} * runs * 2 ))
 i=0
 : >"$tmp/cells"
 for mode in default untrimmed; do
   tun=
   [ $mode = untrimmed ] && tun=$untrimmed
-  for kind in unary tls upload download; do
+  for kind in unary tls raw upload download; do
     case $kind in
     unary) ksizes=$sizes ;;
     tls) ksizes=$tls_sizes ;;
+    raw) ksizes=$raw_sizes ;;
     *) ksizes=$bulk_sizes ;;
     esac
     for size in $ksizes; do
@@ -220,6 +236,7 @@ for mode in default untrimmed; do
           case $kind in
           unary) res=$(cell "$tun" "${SRV[$p]}" "${CLI[$p]}" "$size" 0) ;;
           tls) res=$(cell "$tun" "${SRV[$p]}" "${CLI[$p]}" "$size" 1) ;;
+          raw) res=$(cell "$tun" "${SRV[$p]}" "${CLI[$p]}" "$size" 0 1) ;;
           *) res=$(bulk_cell "$tun" "${SRV[$p]}" "${CLI[$p]}" "$kind" "$size") ;;
           esac
           echo "$kind $mode $size $p $res" >>"$tmp/cells"
@@ -292,6 +309,15 @@ if sizes_of("tls", "default") or sizes_of("tls", "untrimmed"):
         pass
     print("\n")
     unary_tables("tls")
+
+if sizes_of("raw", "default") or sizes_of("raw", "untrimmed"):
+    print(f"## Raw calls: unary echo without protobuf, 8 in flight on 1 connection ({rev})\n")
+    print("As the first table, with every sluice side in its raw mode (docs/raw-calls.md): "
+          "`echo_server --raw` answers with the request's own buffer, `echo_client --raw` "
+          "sends sluice_bufs and does not decode. The gRPC C++ peers are the same programs as "
+          "above (protobuf). \"sluice -> sluice\" is raw at both ends; the crossed columns "
+          "are raw on the sluice side only.\n")
+    unary_tables("raw")
 
 if any(sizes_of(k, m) for k in ("upload", "download") for m, _ in modes):
     mib = int(bulk_total) / 1048576
