@@ -3,7 +3,7 @@
  * request is complete, client-streaming and bidi methods once the headers
  * are), finished exactly once by the handler (from any thread) or answered
  * by the library (bad request, deadline, shed), and freed when the stream,
- * the handler and the timer have all let go. The struct is private to this
+ * and the handler have both let go. The struct is private to this
  * file: the connection sees only the call's sluice__sstream, admission only
  * its sluice__admit_item. */
 #include <inttypes.h>
@@ -53,12 +53,16 @@ struct sluice_server_call {
   char *fail_text;
   char peer[64];
   char *peer_identity; /* copied from the connection, or NULL */
-  uv_timer_t timer;
-  int timer_open;
+  /* In the loop's deadline heap while armed (dl_armed): one timer per loop
+   * serves every call's deadline, so a call carries 32 bytes for it rather
+   * than a uv_timer_t (152), and arming or disarming it is a few pointer
+   * moves with no libuv handle to close. */
+  sluice__heap_node dl;
+  int dl_armed;
   sluice__admit_item adm;   /* admission (admit.c; loop thread) */
   sluice__list orphan_link; /* in lp->shared->orphans */
   uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
-  int refs;             /* stream + handler + timer */
+  int refs;             /* stream + handler */
   int responded;        /* the final status is decided: nothing more from the
                            handler is sent */
   int headers_sent;     /* atomic: response HEADERS submitted */
@@ -99,6 +103,7 @@ enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
 
 static void fail(sluice_server_call *call, sluice_status_code code,
                  const char *message);
+static void disarm_deadline(sluice_server_call *call);
 static const sluice__stream_ops stream_ops;
 static void on_finish_task(sluice__task *t);
 static void on_run_task(sluice__task *t);
@@ -116,7 +121,7 @@ static int streams_responses(const sluice_server_call *call) {
 
 /* ---- admission's ops */
 
-/* Admitted (the deadline timer is armed): the handler runs from a task on
+/* Admitted (its deadline is armed): the handler runs from a task on
  * the loop, never from inside nghttp2's callbacks or another call's finish.
  * Posted on the loop thread, the task runs in the prepare phase before the
  * deferred flush: a handler that finishes at once still has its response
@@ -209,6 +214,7 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
 static void scall_free(sluice_server_call *call, int on_loop) {
   sluice__loop *l = call->lp->loop;
   if (on_loop) {
+    disarm_deadline(call); /* already, when the stream closed */
     sluice__loop_cancel(l, &call->kick_task);
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
@@ -282,6 +288,9 @@ void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
   lp->finishing = 0;
   lp->calls = (sluice__wave){0, 0, 0};
   lp->trim_task = (sluice__task){on_trim_task, NULL, 0};
+  sluice__heap_init(&lp->deadlines);
+  lp->timer_state = SLUICE__SCALL_TIMER_NONE;
+  lp->timer_due = 0;
   sluice__objcache_init(&lp->cache, sizeof(sluice_server_call), 128);
 }
 
@@ -292,6 +301,12 @@ void sluice__scall_stop(sluice__scall_shared *sh) {
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp) {
   while (__atomic_load_n(&lp->finishing, __ATOMIC_SEQ_CST) != 0)
     sched_yield();
+}
+
+void sluice__scall_loop_close(sluice__scall_loop *lp) {
+  if (lp->timer_state == SLUICE__SCALL_TIMER_OPEN)
+    uv_close((uv_handle_t *)&lp->timer, NULL);
+  lp->timer_state = SLUICE__SCALL_TIMER_CLOSED;
 }
 
 void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
@@ -311,12 +326,33 @@ static void unref(sluice_server_call *call) {
     scall_free(call, 1);
 }
 
-static void on_timer_closed(uv_handle_t *h) { unref(h->data); }
+/* ---- deadlines: one heap and one timer per loop */
 
-static void close_timer(sluice_server_call *call) {
-  if (call->timer_open) {
-    call->timer_open = 0;
-    uv_close((uv_handle_t *)&call->timer, on_timer_closed);
+static void on_deadlines(uv_timer_t *t);
+
+/* Arms the loop's timer for its earliest deadline, unless it is armed for
+ * that time already or the loop is closing (its calls are being ended). */
+static void arm_deadlines(sluice__scall_loop *lp, uint64_t now) {
+  sluice__heap_node *first = sluice__heap_min(&lp->deadlines);
+  if (!first || lp->timer_state == SLUICE__SCALL_TIMER_CLOSED ||
+      (lp->timer_due && lp->timer_due <= first->key))
+    return;
+  if (lp->timer_state == SLUICE__SCALL_TIMER_NONE) {
+    uv_timer_init(sluice__loop_uv(lp->loop), &lp->timer);
+    lp->timer.data = lp;
+    lp->timer_state = SLUICE__SCALL_TIMER_OPEN;
+  }
+  lp->timer_due = first->key;
+  sluice__timer_start_deadline(&lp->timer, first->key, now, on_deadlines);
+}
+
+/* The call leaves the heap: its status is decided or its stream is gone.
+ * The timer is not re-armed when it was the earliest: it fires once for
+ * nothing at most, and finishing a call stays a few pointer moves. */
+static void disarm_deadline(sluice_server_call *call) {
+  if (call->dl_armed) {
+    call->dl_armed = 0;
+    sluice__heap_remove(&call->lp->deadlines, &call->dl);
   }
 }
 
@@ -564,7 +600,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   sluice__admit_dequeue(call->lp->aq, &call->adm);
-  close_timer(call);
+  disarm_deadline(call);
   call->code = code;
   free(call->message);
   call->message = message && *message ? strdup(message) : NULL;
@@ -685,11 +721,8 @@ void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
 
 /* ---- deadline and dispatch */
 
-static void on_deadline(uv_timer_t *t) {
-  sluice_server_call *call = t->data;
+static void on_deadline(sluice_server_call *call) {
   if (call->responded || !call->st.s.conn)
-    return;
-  if (sluice__timer_early(t, call->st.deadline_ns, on_deadline))
     return;
   if (sluice__admit_queued(&call->adm)) {
     char msg[96];
@@ -708,6 +741,24 @@ static void on_deadline(uv_timer_t *t) {
        "deadline exceeded while the server handled the call");
 }
 
+/* Every call whose deadline has passed leaves the heap and fails, each
+ * before the next is looked at (failing one may end others). libuv times
+ * timers from the loop's cached clock, so the timer may fire a little
+ * early: what is not due yet re-arms it. */
+static void on_deadlines(uv_timer_t *t) {
+  sluice__scall_loop *lp = t->data;
+  lp->timer_due = 0;
+  uint64_t now = sluice_now_ns();
+  sluice__heap_node *n;
+  while ((n = sluice__heap_min(&lp->deadlines)) && n->key <= now) {
+    sluice_server_call *call = SLUICE__CONTAINER_OF(n, sluice_server_call, dl);
+    disarm_deadline(call);
+    on_deadline(call);
+  }
+  uv_update_time(t->loop);
+  arm_deadlines(lp, now);
+}
+
 static void dispatch(sluice_server_call *call) {
   if (call->st.deadline_ns) {
     uint64_t now = sluice_now_ns();
@@ -716,12 +767,10 @@ static void dispatch(sluice_server_call *call) {
            "deadline exceeded before the handler ran");
       return;
     }
-    uv_timer_init(sluice__loop_uv(call->lp->loop), &call->timer);
-    call->timer.data = call;
-    call->timer_open = 1;
-    call->refs++;
-    sluice__timer_start_deadline(&call->timer, call->st.deadline_ns, now,
-                                 on_deadline);
+    call->dl.key = call->st.deadline_ns;
+    sluice__heap_insert(&call->lp->deadlines, &call->dl);
+    call->dl_armed = 1;
+    arm_deadlines(call->lp, now);
   }
   /* Health calls skip admission (sluice_server_opts_set_health_bypass):
    * no slot is taken, so none is given back. */
@@ -809,7 +858,7 @@ void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error) {
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   call->responded = 1;
   sluice__sendq_abort(&call->sendq); /* later sends: SLUICE_ERR_STATE */
-  close_timer(call);
+  disarm_deadline(call);
   call->refs++; /* on_done may run the handler's finish */
   tell_done(call, cancelled);
   unref(call);

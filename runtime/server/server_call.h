@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/heap.h"
 #include "core/list.h"
 #include "core/loop.h"
 #include "core/objcache.h"
@@ -53,6 +54,18 @@ typedef struct sluice__scall_loop {
   sluice__task trim_task; /* a trim after a wave of calls ended */
   int finishing;          /* atomic: finish() calls on this loop's calls between
                              their check of stopped and their post */
+  /* The deadlines of the loop's calls, earliest first, and the one timer
+   * that serves them all (initialized with the first deadline; loop
+   * thread). */
+  sluice__heap deadlines;
+  uv_timer_t timer;
+  uint64_t timer_due; /* the earliest deadline the timer is armed for; 0:
+                         not armed */
+  enum {
+    SLUICE__SCALL_TIMER_NONE,
+    SLUICE__SCALL_TIMER_OPEN,
+    SLUICE__SCALL_TIMER_CLOSED /* the loop is stopping: no more timing */
+  } timer_state;
 } sluice__scall_loop;
 
 /* The part of a call its connection owns: all the connection sees. The
@@ -82,6 +95,9 @@ void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
 void sluice__scall_stop(sluice__scall_shared *sh);
 /* Waits until the finishes on lp that did not see stopped have posted. */
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp);
+/* On the loop thread as it stops, after its connections (and so every
+ * call's stream) were closed: closes the deadline timer. */
+void sluice__scall_loop_close(sluice__scall_loop *lp);
 /* The loop is gone: frees the cached call objects. */
 void sluice__scall_loop_destroy(sluice__scall_loop *lp);
 /* Loop thread, outside any read or flush (it frees the thread's scratch
