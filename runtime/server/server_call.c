@@ -51,8 +51,12 @@ struct sluice_server_call {
   /* A formatted fail_reason's own copy (keep_text), or NULL: the rare
    * failure does not make every call carry buffers for its text. */
   char *fail_text;
-  char peer[64];
-  char *peer_identity; /* copied from the connection, or NULL */
+  sluice__scall_origin *origin; /* peer, identity, :authority, user-agent */
+  /* The request's metadata: the list the connection filled when the client
+   * sent more than :authority and user-agent; else NULL until the handler
+   * asks for it (sluice_server_call_metadata makes it from origin, once,
+   * from any thread: atomic). */
+  sluice_metadata *md;
   /* In the loop's deadline heap while armed (dl_armed): one timer per loop
    * serves every call's deadline, so a call carries 32 bytes for it rather
    * than a uv_timer_t (152), and arming or disarming it is a few pointer
@@ -164,32 +168,140 @@ static sluice_server_call *call_of(sluice__sstream *st) {
   return SLUICE__CONTAINER_OF(st, sluice_server_call, st);
 }
 
+/* ---- origins */
+
+struct sluice__scall_origin {
+  int refs;               /* atomic */
+  const char *identity;   /* NULL: none */
+  const char *authority;  /* NULL: none received */
+  const char *user_agent; /* NULL: none received */
+  size_t authority_len, user_agent_len;
+  char peer[]; /* then the strings above, each NUL-terminated */
+};
+
+/* One allocation for the origin and its strings. a and u (al, ul bytes)
+ * may be NULL: not received. */
+static sluice__scall_origin *origin_make(const char *peer, const char *identity,
+                                         const char *a, size_t al,
+                                         const char *u, size_t ul) {
+  size_t pl = strlen(peer) + 1, il = identity ? strlen(identity) + 1 : 0;
+  sluice__scall_origin *o =
+      malloc(sizeof *o + pl + il + (a ? al + 1 : 0) + (u ? ul + 1 : 0));
+  if (!o)
+    return NULL;
+  char *p = o->peer;
+  memcpy(p, peer, pl);
+  p += pl;
+  o->identity = o->authority = o->user_agent = NULL;
+  o->authority_len = al;
+  o->user_agent_len = ul;
+  if (identity) {
+    memcpy(p, identity, il);
+    o->identity = p;
+    p += il;
+  }
+  if (a) {
+    memcpy(p, a, al);
+    p[al] = '\0';
+    o->authority = p;
+    p += al + 1;
+  }
+  if (u) {
+    memcpy(p, u, ul);
+    p[ul] = '\0';
+    o->user_agent = p;
+  }
+  o->refs = 1;
+  return o;
+}
+
+sluice__scall_origin *sluice__scall_origin_new(const char *peer,
+                                               const char *identity) {
+  return origin_make(peer, identity, NULL, 0, NULL, 0);
+}
+
+static void origin_ref(sluice__scall_origin *o) {
+  __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+}
+
+void sluice__scall_origin_unref(sluice__scall_origin *o) {
+  if (o && __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    free(o);
+}
+
+/* Whether the origin's value (have, hl; NULL: none) is entry e's (NULL:
+ * none received). */
+static int same_value(const char *have, size_t hl, const sluice__md_entry *e) {
+  if (!e)
+    return have == NULL;
+  return have && hl == e->len && memcmp(have, e->value, hl) == 0;
+}
+
+void sluice__scall_take_metadata(sluice__sstream *st, sluice_metadata **mdp,
+                                 sluice__scall_origin **cur) {
+  sluice_server_call *call = call_of(st);
+  sluice_metadata *md = *mdp;
+  call->st.req.md = NULL; /* nothing is added after the block */
+  if (!md)
+    return; /* cannot be: the connection made it for this block */
+  /* The wire layer appends as received, and pseudo-headers come first. */
+  const sluice__md_entry *a = NULL, *u = NULL;
+  size_t i = 0;
+  if (i < md->count && strcmp(md->entries[i].key, ":authority") == 0)
+    a = &md->entries[i++];
+  if (i < md->count && strcmp(md->entries[i].key, "user-agent") == 0)
+    u = &md->entries[i++];
+  int keep_list = i < md->count; /* the client's own metadata */
+  sluice__scall_origin *o = *cur;
+  if (!keep_list && !(same_value(o->authority, o->authority_len, a) &&
+                      same_value(o->user_agent, o->user_agent_len, u))) {
+    sluice__scall_origin *n =
+        origin_make(o->peer, o->identity, a ? a->value : NULL, a ? a->len : 0,
+                    u ? u->value : NULL, u ? u->len : 0);
+    if (n) {
+      sluice__scall_origin_unref(o);
+      *cur = o = n;
+    } else {
+      keep_list = 1; /* the list has the values already */
+    }
+  }
+  if (keep_list) {
+    call->md = md;
+    *mdp = NULL;
+    return;
+  }
+  if (call->origin != o) {
+    origin_ref(o);
+    sluice__scall_origin_unref(call->origin);
+    call->origin = o;
+  }
+  sluice__metadata_clear(md);
+}
+
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
-                                   int32_t stream_id, const char *peer_identity,
+                                   int32_t stream_id,
+                                   sluice__scall_origin *origin,
+                                   sluice_metadata *md,
                                    sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
   sluice_server_call *call = sluice__objcache_get(&lp->cache);
   if (!call)
     return NULL;
-  if (sluice_metadata_new(&call->st.req.md) != 0) {
-    sluice__objcache_put(&lp->cache, call);
-    return NULL;
-  }
   if (sluice__sendq_init(&call->sendq, lp->shared->opts->send_buffer) != 0) {
-    sluice_metadata_del(call->st.req.md);
     sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   if (uv_mutex_init(&call->md_mu) != 0) {
     sluice__sendq_destroy(&call->sendq);
-    sluice_metadata_del(call->st.req.md);
     sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   call->st.s.sendq = &call->sendq;
   call->st.s.ops = &stream_ops;
   sluice__stream_attach(&call->st.s, conn, stream_id);
-  sluice__grpc_req_init(&call->st.req, call->st.req.md);
+  sluice__grpc_req_init(&call->st.req, md);
+  origin_ref(origin);
+  call->origin = origin;
   call->pacer = pacer;
   call->lp = lp;
   sluice__wave_up(&lp->calls);
@@ -199,12 +311,6 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
   call->kick_task.fn = on_kick_task;
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
-  /* strnlen + memcpy: snprintf here cost more than the rest of setup. */
-  size_t pl = strnlen(conn->peer, sizeof call->peer - 1);
-  memcpy(call->peer, conn->peer, pl);
-  call->peer[pl] = '\0';
-  if (peer_identity)
-    call->peer_identity = strdup(peer_identity);
   sluice__admit_item_init(&call->adm, &admit_ops);
   sluice__list_init(&call->st.link);
   return &call->st;
@@ -220,12 +326,12 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     sluice__loop_cancel(l, &call->resume_task);
   }
   sluice__grpc_req_reset(&call->st.req);
-  free(call->peer_identity);
+  sluice__scall_origin_unref(call->origin);
   free(call->message);
   free(call->fin_message);
   free(call->fail_text);
   sluice__sendq_destroy(&call->sendq);
-  sluice_metadata_del(call->st.req.md);
+  sluice_metadata_del(call->md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
   uv_mutex_destroy(&call->md_mu);
@@ -1152,9 +1258,40 @@ int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
   return add_md(call, SLUICE__MD_TRAILING, &call->trailing_md, key, value, len);
 }
 
+/* Made on the first request for it when the client sent nothing but
+ * :authority and user-agent (most calls, whose handlers never ask): the
+ * list the connection filled went back to it. Concurrent first requests
+ * each make one and all but the first published are freed. Out of memory,
+ * an empty list that nobody frees. */
 const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call) {
-  return call ? call->st.req.md : NULL;
+  static const sluice_metadata none; /* count 0 */
+  if (!call)
+    return NULL;
+  /* The call is not const to the library: only the handler's view is. */
+  sluice_metadata **slot = &((sluice_server_call *)call)->md;
+  sluice_metadata *md = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (md)
+    return md;
+  const sluice__scall_origin *o = call->origin;
+  if (sluice_metadata_new(&md) != 0)
+    return &none;
+  if ((o->authority &&
+       sluice__metadata_append(md, ":authority", 10, o->authority,
+                               o->authority_len) != 0) ||
+      (o->user_agent &&
+       sluice__metadata_append(md, "user-agent", 10, o->user_agent,
+                               o->user_agent_len) != 0)) {
+    sluice_metadata_del(md);
+    return &none;
+  }
+  sluice_metadata *was = NULL;
+  if (!__atomic_compare_exchange_n(slot, &was, md, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    sluice_metadata_del(md);
+    return was;
+  }
+  return md;
 }
 
 int sluice_server_call_report_downstream(const sluice_server_call *call,
@@ -1170,11 +1307,11 @@ uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
 }
 
 const char *sluice_server_call_peer_identity(const sluice_server_call *call) {
-  return call ? call->peer_identity : NULL;
+  return call ? call->origin->identity : NULL;
 }
 
 const char *sluice_server_call_peer(const sluice_server_call *call) {
-  return call ? call->peer : NULL;
+  return call ? call->origin->peer : NULL;
 }
 
 const sluice_method_desc *

@@ -77,7 +77,9 @@ typedef struct sluice__sstream {
                            data provider, the receiver (transport/stream.h) */
   sluice__grpc_req req; /* the request headers, as the connection parses
                            them until sluice__scall_headers_done (read by
-                           the call from then on) */
+                           the call from then on); its md is the
+                           connection's until sluice__scall_take_metadata,
+                           NULL after */
   uint64_t deadline_ns; /* from grpc-timeout; 0: none */
   size_t hdr_bytes;     /* request header list so far (RFC 9113 sizes) */
 } sluice__sstream;
@@ -114,14 +116,45 @@ void sluice__scall_loop_trim(sluice__scall_loop *lp);
  * loops were being deleted; later finishes free their call directly. */
 void sluice__scall_free_orphans(sluice__scall_shared *sh);
 
+/* ---- where a connection's calls come from */
+
+/* What the calls of one connection share about where they came from: the
+ * peer's address and verified identity, and the :authority and user-agent
+ * of the requests, which are nearly always the same on every stream. A
+ * call keeps a reference instead of copies of its own (and instead of a
+ * metadata list, when the client sent no other metadata). Immutable once
+ * made; the count is atomic, as a call may be freed on a user's thread
+ * after shutdown. */
+typedef struct sluice__scall_origin sluice__scall_origin;
+
+/* A connection's first origin: peer and identity (may be NULL) copied, no
+ * :authority or user-agent yet. NULL when out of memory. */
+sluice__scall_origin *sluice__scall_origin_new(const char *peer,
+                                               const char *identity);
+/* Drops a reference (NULL: nothing). */
+void sluice__scall_origin_unref(sluice__scall_origin *o);
+
 /* ---- a call, for its connection */
 
 /* A call for stream stream_id of conn, on lp's loop; NULL when out of
- * memory. The caller links it into its list of calls. peer_identity is
- * copied; pacer is borrowed while the stream is open. */
+ * memory. The caller links it into its list of calls. origin (the
+ * connection's current one) is referenced; md (the connection's, emptied)
+ * is where the request's metadata goes while its headers arrive; pacer is
+ * borrowed while the stream is open. */
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
-                                   int32_t stream_id, const char *peer_identity,
+                                   int32_t stream_id,
+                                   sluice__scall_origin *origin,
+                                   sluice_metadata *md,
                                    sluice__load_pacer *pacer);
+/* The request's header block is complete: the call takes its metadata
+ * from *md, the connection's list it went to. When that holds nothing but
+ * :authority and user-agent, the call keeps them through *origin (the
+ * connection's current origin, replaced by a new one when they differ) and
+ * *md is emptied for the next request; otherwise the call takes the list
+ * and *md is NULL (the connection makes another). Called once, before any
+ * other news of the request (the verdict included). */
+void sluice__scall_take_metadata(sluice__sstream *st, sluice_metadata **md,
+                                 sluice__scall_origin **origin);
 /* The request headers are complete, valid and routed: set up receiving; a
  * client-streaming or bidi method is dispatched now. */
 void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route);

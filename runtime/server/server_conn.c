@@ -11,6 +11,7 @@
 #include "sluice/clock.h"
 #include "transport/h2session.h"
 #include "transport/tls.h"
+#include "wire/metadata_internal.h"
 
 /* Where a connection is in its life (gRFC A9's graceful GOAWAY). */
 typedef enum {
@@ -69,6 +70,13 @@ typedef struct sluice__sconn {
   sluice__list link;   /* in cl->conns */
   char *peer_identity; /* verified client certificate subject, or NULL */
   sluice__list calls;  /* its calls' streams (sluice__sstream.link) */
+  /* What its calls share (server_call.h), made with the first request. */
+  sluice__scall_origin *origin;
+  /* The metadata of the request whose headers are arriving: header blocks
+   * never interleave (RFC 9113 6.10), so one list serves every request,
+   * and a call takes it only when the client sent metadata of its own
+   * (sluice__scall_take_metadata). NULL until needed. */
+  sluice_metadata *req_md;
   sluice__load_pacer load_pacer; /* next load report due */
   /* Lifetime and keepalive: one timer for every deadline (0: none), all
    * sluice_now_ns(); armed for the earliest (rearm()). */
@@ -329,9 +337,16 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS ||
       frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
+  if (!sc->origin && !(sc->origin = sluice__scall_origin_new(
+                           sc->conn.peer, sc->peer_identity)))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (sc->req_md)
+    sluice__metadata_clear(sc->req_md); /* left by a block cut short */
+  else if (sluice_metadata_new(&sc->req_md) != 0)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   sluice__sstream *st =
       sluice__scall_new(&sc->cl->calls, &sc->conn, frame->hd.stream_id,
-                        sc->peer_identity, &sc->load_pacer);
+                        sc->origin, sc->req_md, &sc->load_pacer);
   if (!st)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
   sluice__list_push(&sc->calls, &st->link);
@@ -389,6 +404,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
   const sluice__grpc_req *rq = &st->req;
   if (frame->hd.type == NGHTTP2_HEADERS &&
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    sluice__scall_take_metadata(st, &sc->req_md, &sc->origin);
     if (rq->have_timeout)
       st->deadline_ns = sluice__grpc_req_deadline(rq, sluice_now_ns());
     uint32_t max_hl = opts_of(sc)->max_header_list_size;
@@ -553,6 +569,10 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   sluice__sconn_shared *sh = sc->cl->shared;
   free(sc->peer_identity);
   sc->peer_identity = NULL;
+  sluice__scall_origin_unref(sc->origin); /* its calls keep theirs */
+  sc->origin = NULL;
+  sluice_metadata_del(sc->req_md);
+  sc->req_md = NULL;
   uv_close((uv_handle_t *)&sc->timer, on_timer_closed); /* frees sc */
   __atomic_sub_fetch(&sh->open, 1, __ATOMIC_RELAXED);
   uv_mutex_lock(&sh->mu);
