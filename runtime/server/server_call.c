@@ -98,9 +98,9 @@ struct sluice_server_call {
   /* Metadata may be added from any thread until the loop closes a kind
    * (SLUICE__MD_INITIAL when the headers are submitted, SLUICE__MD_TRAILING
    * when the final status is decided, both when the stream is gone); the
-   * loop reads a list only once it is closed. md_mu guards the lists until
-   * then and md_closed. */
-  uv_mutex_t md_mu;
+   * loop reads a list only once it is closed. The send queue's mutex
+   * (md_lock) guards the lists until then and md_closed: one mutex per call
+   * rather than a second one of 40 bytes for this. */
   int md_closed;
 };
 enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
@@ -114,6 +114,10 @@ static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
 static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
+
+static uv_mutex_t *md_lock(sluice_server_call *call) {
+  return sluice__sendq_mutex(&call->sendq);
+}
 
 static int streams_requests(const sluice_server_call *call) {
   return sluice_call_kind_streams_requests(call->route->method->kind);
@@ -291,11 +295,6 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
     sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
-  if (uv_mutex_init(&call->md_mu) != 0) {
-    sluice__sendq_destroy(&call->sendq);
-    sluice__objcache_put(&lp->cache, call);
-    return NULL;
-  }
   call->st.s.sendq = &call->sendq;
   call->st.s.ops = &stream_ops;
   sluice__stream_attach(&call->st.s, conn, stream_id);
@@ -334,7 +333,6 @@ static void scall_free(sluice_server_call *call, int on_loop) {
   sluice_metadata_del(call->md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
-  uv_mutex_destroy(&call->md_mu);
   sluice__recv_reset(&call->st.s.recv);
   if (call->req)
     protobuf_c_message_free_unpacked(call->req, sluice__bigbuf_pb_allocator());
@@ -471,9 +469,9 @@ static void close_md(sluice_server_call *call, int kinds) {
    * stream's end closes both kinds, usually closed already. */
   if ((call->md_closed & kinds) == kinds)
     return;
-  uv_mutex_lock(&call->md_mu);
+  uv_mutex_lock(md_lock(call));
   call->md_closed |= kinds;
-  uv_mutex_unlock(&call->md_mu);
+  uv_mutex_unlock(md_lock(call));
 }
 
 /* What the trailers borrow until they are submitted. */
@@ -1215,14 +1213,14 @@ size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
               : 0;
 }
 
-/* Any thread, like send and finish: under md_mu, so the loop never reads a
+/* Any thread, like send and finish: under md_lock, so the loop never reads a
  * list being appended to, and a kind the loop has closed (sent, or the call
  * is over: finished, failed by the library, reset, shut down) is refused
  * rather than silently dropped. */
 static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
                   const char *key, const void *value, size_t len) {
   int rv;
-  uv_mutex_lock(&call->md_mu);
+  uv_mutex_lock(md_lock(call));
   if ((call->md_closed & kind) ||
       __atomic_load_n(&call->finished, __ATOMIC_ACQUIRE))
     rv = SLUICE_ERR_STATE;
@@ -1238,7 +1236,7 @@ static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
              : SLUICE_ERR_BAD_METADATA;
   else
     rv = sluice_metadata_add(*md, key, value, len);
-  uv_mutex_unlock(&call->md_mu);
+  uv_mutex_unlock(md_lock(call));
   return rv;
 }
 
