@@ -241,11 +241,16 @@ static int same_value(const char *have, size_t hl, const sluice__md_entry *e) {
   return have && hl == e->len && memcmp(have, e->value, hl) == 0;
 }
 
-void sluice__scall_take_metadata(sluice__sstream *st, sluice_metadata **mdp,
-                                 sluice__scall_origin **cur) {
+void sluice__scall_take_request(sluice__sstream *st, const sluice__grpc_req *rq,
+                                sluice_metadata **mdp,
+                                sluice__scall_origin **cur) {
   sluice_server_call *call = call_of(st);
+  st->enc = rq->enc;
+  st->enc_ok = rq->enc_ok != 0;
+  st->enc_unknown = rq->enc_unknown != 0;
+  st->accept_gzip = rq->accept_gzip != 0;
+  st->bad_content_type = rq->bad_content_type != 0;
   sluice_metadata *md = *mdp;
-  call->st.req.md = NULL; /* nothing is added after the block */
   if (!md)
     return; /* cannot be: the connection made it for this block */
   /* The wire layer appends as received, and pseudo-headers come first. */
@@ -285,7 +290,6 @@ void sluice__scall_take_metadata(sluice__sstream *st, sluice_metadata **mdp,
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
                                    int32_t stream_id,
                                    sluice__scall_origin *origin,
-                                   sluice_metadata *md,
                                    sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
   sluice_server_call *call = sluice__objcache_get(&lp->cache);
@@ -298,7 +302,10 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
   call->st.s.sendq = &call->sendq;
   call->st.s.ops = &stream_ops;
   sluice__stream_attach(&call->st.s, conn, stream_id);
-  sluice__grpc_req_init(&call->st.req, md);
+  /* No request facts before take_request: identity, gzip taken. */
+  call->st.enc = SLUICE_COMPRESS_NONE;
+  call->st.enc_ok = 1;
+  call->st.accept_gzip = 1;
   origin_ref(origin);
   call->origin = origin;
   call->pacer = pacer;
@@ -324,7 +331,6 @@ static void scall_free(sluice_server_call *call, int on_loop) {
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  sluice__grpc_req_reset(&call->st.req);
   sluice__scall_origin_unref(call->origin);
   free(call->message);
   free(call->fin_message);
@@ -609,7 +615,7 @@ static const sluice__stream_ops stream_ops = {response_sent, read_response, 0};
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
              SLUICE_COMPRESS_GZIP &&
-         call->st.req.accept_gzip;
+         call->st.accept_gzip;
 }
 
 /* Submits the response HEADERS with a data provider on the send queue, or
@@ -669,7 +675,8 @@ static void push_out(sluice_server_call *call) {
   if (!call->st.s.conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
-    submit_headers(call, sluice__grpc_req_http_status(&call->st.req));
+    /* As sluice__grpc_req_http_status says. */
+    submit_headers(call, call->st.bad_content_type ? 415 : 200);
     return;
   }
   sluice__stream_resume_send(&call->st.s);
@@ -767,7 +774,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
                         "takes one";
     return 1;
   }
-  if (compressed && call->st.req.enc_unknown) {
+  if (compressed && call->st.enc_unknown) {
     call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
@@ -775,7 +782,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   ProtobufCMessage *msg;
   char text[160];
   sluice_status_code code = sluice__msg_unpack(
-      m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      m->request, compressed, call->st.enc_ok, call->st.enc, data, len,
       call->st.s.recv.deframer.max_size, &msg, text, sizeof text);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;

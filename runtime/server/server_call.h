@@ -2,8 +2,8 @@
  * is private to server_call.c.
  *
  * A call is created by its connection for a new stream and fed what the
- * stream brings: the request headers (parsed by the connection into the
- * call's sluice__sreq), the route, DATA, END_STREAM, the stream's close.
+ * stream brings: the request headers (parsed by the connection, the call
+ * takes what it needs), the route, DATA, END_STREAM, the stream's close.
  * Below it are admission (admit.h), the load report (load_report.h) and
  * the transport connection whose nghttp2 session carries its stream. It
  * calls nothing above it: the handler is run from a task on its loop, and
@@ -75,13 +75,15 @@ typedef struct sluice__sstream {
                            the connection links and unlinks it */
   sluice__stream s;     /* the endpoint: connection, id, the send queue's
                            data provider, the receiver (transport/stream.h) */
-  sluice__grpc_req req; /* the request headers, as the connection parses
-                           them until sluice__scall_headers_done (read by
-                           the call from then on); its md is the
-                           connection's until sluice__scall_take_metadata,
-                           NULL after */
   uint64_t deadline_ns; /* from grpc-timeout; 0: none */
-  size_t hdr_bytes;     /* request header list so far (RFC 9113 sizes) */
+  /* What the call reads of its request headers, copied by
+   * sluice__scall_take_request from the connection's parse (the rest of
+   * that, 160 bytes with the inline :path, stays with the connection). */
+  sluice_compression enc;        /* the request's encoding, when enc_ok */
+  unsigned enc_ok : 1;           /* grpc-encoding absent or implemented */
+  unsigned enc_unknown : 1;      /* a grpc-encoding sluice does not implement */
+  unsigned accept_gzip : 1;      /* the client takes gzip responses */
+  unsigned bad_content_type : 1; /* answered with HTTP 415 */
 } sluice__sstream;
 
 /* ---- the server and its loops */
@@ -138,23 +140,24 @@ void sluice__scall_origin_unref(sluice__scall_origin *o);
 
 /* A call for stream stream_id of conn, on lp's loop; NULL when out of
  * memory. The caller links it into its list of calls. origin (the
- * connection's current one) is referenced; md (the connection's, emptied)
- * is where the request's metadata goes while its headers arrive; pacer is
- * borrowed while the stream is open. */
+ * connection's current one) is referenced; pacer is borrowed while the
+ * stream is open. */
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
                                    int32_t stream_id,
                                    sluice__scall_origin *origin,
-                                   sluice_metadata *md,
                                    sluice__load_pacer *pacer);
-/* The request's header block is complete: the call takes its metadata
- * from *md, the connection's list it went to. When that holds nothing but
- * :authority and user-agent, the call keeps them through *origin (the
+/* The request's header block is complete, as the connection parsed it into
+ * rq (header blocks never interleave, RFC 9113 6.10, so a connection parses
+ * one at a time): the call copies what it reads later, and takes its
+ * metadata from *md (rq's list, the connection's). When that holds nothing
+ * but :authority and user-agent, the call keeps them through *origin (the
  * connection's current origin, replaced by a new one when they differ) and
  * *md is emptied for the next request; otherwise the call takes the list
  * and *md is NULL (the connection makes another). Called once, before any
  * other news of the request (the verdict included). */
-void sluice__scall_take_metadata(sluice__sstream *st, sluice_metadata **md,
-                                 sluice__scall_origin **origin);
+void sluice__scall_take_request(sluice__sstream *st, const sluice__grpc_req *rq,
+                                sluice_metadata **md,
+                                sluice__scall_origin **origin);
 /* The request headers are complete, valid and routed: set up receiving; a
  * client-streaming or bidi method is dispatched now. */
 void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route);
