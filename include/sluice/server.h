@@ -938,6 +938,10 @@ SLUICE_API int sluice_server_call_add_trailing_metadata(
     sluice_server_call *call, const char *key, const void *value, size_t len);
 
 /** The client's custom metadata (borrowed; valid until finish).
+ * The entries are in the order received, :authority and user-agent
+ * included when the client sent them. Any thread. When the client sent
+ * nothing beyond those two, the first call makes the list (out of memory:
+ * an empty one); a call whose handler never asks costs none.
  * @param call the call
  * @return the metadata list, never NULL for a call (empty when the client
  *   sent none); NULL for a NULL call */

@@ -65,6 +65,8 @@ static void call_free(sluice_call *c) {
   sluice__call_free_attempts(c);
   sluice_metadata_del(c->send_md);
   free(c->last_text);
+  free(c->fail_req_msg);
+  free(c->fail_text);
   sluice_metadata_del(c->initial_md);
   sluice_metadata_del(c->trailing_md);
   if (c->resp)
@@ -300,15 +302,26 @@ static void resume_on_loop(sluice__task *t) {
     sluice__call_drain_held(c);
 }
 
+/* A text that stays as long as the call (its copy in *slot), or a fixed
+ * one when there is no memory for the copy. */
+static const char *keep_text(char **slot, const char *text) {
+  free(*slot);
+  *slot = strdup(text);
+  return *slot ? *slot : "call failed (out of memory for its reason)";
+}
+
 static void fail_on_loop(sluice__task *t) {
   sluice_call *c = SLUICE__CONTAINER_OF(t, sluice_call, fail_task);
+  const char *msg = c->fail_req_msg
+                        ? c->fail_req_msg
+                        : "call failed (out of memory for its reason)";
   if (c->state == SLUICE__CALL_NEW) {
     /* Not started yet: start_on_loop reports it. */
     c->fail_code = c->fail_req;
-    c->fail_reason = c->fail_req_msg;
+    c->fail_reason = msg;
     return;
   }
-  complete(c, c->fail_req, c->fail_req_msg);
+  complete(c, c->fail_req, msg);
 }
 
 static void release_on_loop(sluice__task *t) {
@@ -321,7 +334,7 @@ static void request_fail(sluice_call *c, sluice_status_code code,
   if (__atomic_exchange_n(&c->fail_posted, 1, __ATOMIC_ACQ_REL))
     return;
   c->fail_req = code;
-  snprintf(c->fail_req_msg, sizeof c->fail_req_msg, "%s", msg ? msg : "");
+  c->fail_req_msg = strdup(msg ? msg : ""); /* NULL: fail_on_loop's text */
   sluice__loop_post(c->ch->loop, &c->fail_task);
 }
 
@@ -330,6 +343,8 @@ static void request_fail(sluice_call *c, sluice_status_code code,
 /* Frees a call that never reached the loop. */
 static void call_discard(sluice_call *c) {
   sluice_metadata_del(c->send_md);
+  free(c->fail_req_msg);
+  free(c->fail_text);
   sluice__sendq_destroy(&c->sendq);
   sluice__cstream_clear(&c->first.cs);
   free(c);
@@ -363,7 +378,7 @@ static void resolve_policy(sluice_call *c, const sluice_call_opts *opts,
         min_nonzero(c->max_response_size, mc->max_response_bytes);
   }
   if (opts && (opts->retry_policy || opts->hedging_policy)) {
-    char err[sizeof c->fail_buf - 40];
+    char err[120];
     int rv = 0;
     if (opts->retry_policy && opts->hedging_policy) {
       snprintf(err, sizeof err, "both retry_policy and hedging_policy set");
@@ -382,8 +397,9 @@ static void resolve_policy(sluice_call *c, const sluice_call_opts *opts,
       c->rp = NULL;
       c->hp = NULL;
       c->fail_code = SLUICE_STATUS_INVALID_ARGUMENT;
-      snprintf(c->fail_buf, sizeof c->fail_buf, "call options: %s", err);
-      c->fail_reason = c->fail_buf;
+      char text[160];
+      snprintf(text, sizeof text, "call options: %s", err);
+      c->fail_reason = keep_text(&c->fail_text, text);
       return;
     }
   } else if (mc) {
@@ -514,8 +530,7 @@ static void request_too_large(sluice_call *c, size_t size, int started) {
     request_fail(c, SLUICE_STATUS_RESOURCE_EXHAUSTED, text);
   } else {
     c->fail_code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
-    snprintf(c->fail_buf, sizeof c->fail_buf, "%s", text);
-    c->fail_reason = c->fail_buf;
+    c->fail_reason = keep_text(&c->fail_text, text);
   }
 }
 

@@ -94,11 +94,13 @@ struct sluice_call {
   /* requests from other threads */
   int want_paused;             /* atomic */
   sluice_status_code fail_req; /* set before fail_task is posted */
-  char fail_req_msg[160];
+  /* fail_req's text (malloc'd), or NULL. The rare failure allocates its
+   * texts, rather than every call carrying 320 bytes of buffers. */
+  char *fail_req_msg;
   /* a failure before the call reached the loop (too large, cancelled) */
   sluice_status_code fail_code;
   const char *fail_reason;
-  char fail_buf[160];
+  char *fail_text;  /* a formatted fail_reason's own copy (malloc'd), or NULL */
   uv_timer_t timer; /* the deadline, a retry's backoff, the next hedge */
   int timer_open;
   int refs; /* logical + user handle + timer handle + open stream */

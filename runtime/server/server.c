@@ -241,6 +241,7 @@ static void force_loop(void *ud) {
   sluice__sloop *sl = ud;
   sluice__admit_loop_close(sl->conns.calls.aq);
   sluice__sconn_loop_close(&sl->conns, "server shut down");
+  sluice__scall_loop_close(&sl->conns.calls);
 }
 
 int sluice_server_shutdown(sluice_server *srv, uint64_t grace_ms) {

@@ -3,7 +3,7 @@
  * request is complete, client-streaming and bidi methods once the headers
  * are), finished exactly once by the handler (from any thread) or answered
  * by the library (bad request, deadline, shed), and freed when the stream,
- * the handler and the timer have all let go. The struct is private to this
+ * and the handler have both let go. The struct is private to this
  * file: the connection sees only the call's sluice__sstream, admission only
  * its sluice__admit_item. */
 #include <inttypes.h>
@@ -54,14 +54,22 @@ struct sluice_server_call {
   /* A formatted fail_reason's own copy (keep_text), or NULL: the rare
    * failure does not make every call carry buffers for its text. */
   char *fail_text;
-  char peer[64];
-  char *peer_identity; /* copied from the connection, or NULL */
-  uv_timer_t timer;
-  int timer_open;
+  sluice__scall_origin *origin; /* peer, identity, :authority, user-agent */
+  /* The request's metadata: the list the connection filled when the client
+   * sent more than :authority and user-agent; else NULL until the handler
+   * asks for it (sluice_server_call_metadata makes it from origin, once,
+   * from any thread: atomic). */
+  sluice_metadata *md;
+  /* In the loop's deadline heap while armed (dl_armed): one timer per loop
+   * serves every call's deadline, so a call carries 32 bytes for it rather
+   * than a uv_timer_t (152), and arming or disarming it is a few pointer
+   * moves with no libuv handle to close. */
+  sluice__heap_node dl;
+  int dl_armed;
   sluice__admit_item adm;   /* admission (admit.c; loop thread) */
   sluice__list orphan_link; /* in lp->shared->orphans */
   uint32_t pushback_ms; /* grpc-retry-pushback-ms in the trailers; 0: none */
-  int refs;             /* stream + handler + timer */
+  int refs;             /* stream + handler */
   int responded;        /* the final status is decided: nothing more from the
                            handler is sent */
   int headers_sent;     /* atomic: response HEADERS submitted */
@@ -93,9 +101,9 @@ struct sluice_server_call {
   /* Metadata may be added from any thread until the loop closes a kind
    * (SLUICE__MD_INITIAL when the headers are submitted, SLUICE__MD_TRAILING
    * when the final status is decided, both when the stream is gone); the
-   * loop reads a list only once it is closed. md_mu guards the lists until
-   * then and md_closed. */
-  uv_mutex_t md_mu;
+   * loop reads a list only once it is closed. The send queue's mutex
+   * (md_lock) guards the lists until then and md_closed: one mutex per call
+   * rather than a second one of 40 bytes for this. */
   int md_closed;
 };
 enum { SLUICE__MD_INITIAL = 1, SLUICE__MD_TRAILING = 2 };
@@ -107,12 +115,17 @@ typedef void (*raw_on_message_fn)(sluice_server_call *call, sluice_buf *msg,
 
 static void fail(sluice_server_call *call, sluice_status_code code,
                  const char *message);
+static void disarm_deadline(sluice_server_call *call);
 static const sluice__stream_ops stream_ops;
 static void on_finish_task(sluice__task *t);
 static void on_run_task(sluice__task *t);
 static void on_kick_task(sluice__task *t);
 static void on_ready_task(sluice__task *t);
 static void on_resume_task(sluice__task *t);
+
+static uv_mutex_t *md_lock(sluice_server_call *call) {
+  return sluice__sendq_mutex(&call->sendq);
+}
 
 static int streams_requests(const sluice_server_call *call) {
   return sluice_call_kind_streams_requests(call->route->method->kind);
@@ -124,7 +137,7 @@ static int streams_responses(const sluice_server_call *call) {
 
 /* ---- admission's ops */
 
-/* Admitted (the deadline timer is armed): the handler runs from a task on
+/* Admitted (its deadline is armed): the handler runs from a task on
  * the loop, never from inside nghttp2's callbacks or another call's finish.
  * Posted on the loop thread, the task runs in the prepare phase before the
  * deferred flush: a handler that finishes at once still has its response
@@ -173,32 +186,142 @@ static sluice_server_call *call_of(sluice__sstream *st) {
   return SLUICE__CONTAINER_OF(st, sluice_server_call, st);
 }
 
+/* ---- origins */
+
+struct sluice__scall_origin {
+  int refs;               /* atomic */
+  const char *identity;   /* NULL: none */
+  const char *authority;  /* NULL: none received */
+  const char *user_agent; /* NULL: none received */
+  size_t authority_len, user_agent_len;
+  char peer[]; /* then the strings above, each NUL-terminated */
+};
+
+/* One allocation for the origin and its strings. a and u (al, ul bytes)
+ * may be NULL: not received. */
+static sluice__scall_origin *origin_make(const char *peer, const char *identity,
+                                         const char *a, size_t al,
+                                         const char *u, size_t ul) {
+  size_t pl = strlen(peer) + 1, il = identity ? strlen(identity) + 1 : 0;
+  sluice__scall_origin *o =
+      malloc(sizeof *o + pl + il + (a ? al + 1 : 0) + (u ? ul + 1 : 0));
+  if (!o)
+    return NULL;
+  char *p = o->peer;
+  memcpy(p, peer, pl);
+  p += pl;
+  o->identity = o->authority = o->user_agent = NULL;
+  o->authority_len = al;
+  o->user_agent_len = ul;
+  if (identity) {
+    memcpy(p, identity, il);
+    o->identity = p;
+    p += il;
+  }
+  if (a) {
+    memcpy(p, a, al);
+    p[al] = '\0';
+    o->authority = p;
+    p += al + 1;
+  }
+  if (u) {
+    memcpy(p, u, ul);
+    p[ul] = '\0';
+    o->user_agent = p;
+  }
+  o->refs = 1;
+  return o;
+}
+
+sluice__scall_origin *sluice__scall_origin_new(const char *peer,
+                                               const char *identity) {
+  return origin_make(peer, identity, NULL, 0, NULL, 0);
+}
+
+static void origin_ref(sluice__scall_origin *o) {
+  __atomic_add_fetch(&o->refs, 1, __ATOMIC_RELAXED);
+}
+
+void sluice__scall_origin_unref(sluice__scall_origin *o) {
+  if (o && __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    free(o);
+}
+
+/* Whether the origin's value (have, hl; NULL: none) is entry e's (NULL:
+ * none received). */
+static int same_value(const char *have, size_t hl, const sluice__md_entry *e) {
+  if (!e)
+    return have == NULL;
+  return have && hl == e->len && memcmp(have, e->value, hl) == 0;
+}
+
+void sluice__scall_take_request(sluice__sstream *st, const sluice__grpc_req *rq,
+                                sluice_metadata **mdp,
+                                sluice__scall_origin **cur) {
+  sluice_server_call *call = call_of(st);
+  st->enc = rq->enc;
+  st->enc_ok = rq->enc_ok != 0;
+  st->enc_unknown = rq->enc_unknown != 0;
+  st->accept_gzip = rq->accept_gzip != 0;
+  st->bad_content_type = rq->bad_content_type != 0;
+  sluice_metadata *md = *mdp;
+  if (!md)
+    return; /* cannot be: the connection made it for this block */
+  /* The wire layer appends as received, and pseudo-headers come first. */
+  const sluice__md_entry *a = NULL, *u = NULL;
+  size_t i = 0;
+  if (i < md->count && strcmp(md->entries[i].key, ":authority") == 0)
+    a = &md->entries[i++];
+  if (i < md->count && strcmp(md->entries[i].key, "user-agent") == 0)
+    u = &md->entries[i++];
+  int keep_list = i < md->count; /* the client's own metadata */
+  sluice__scall_origin *o = *cur;
+  if (!keep_list && !(same_value(o->authority, o->authority_len, a) &&
+                      same_value(o->user_agent, o->user_agent_len, u))) {
+    sluice__scall_origin *n =
+        origin_make(o->peer, o->identity, a ? a->value : NULL, a ? a->len : 0,
+                    u ? u->value : NULL, u ? u->len : 0);
+    if (n) {
+      sluice__scall_origin_unref(o);
+      *cur = o = n;
+    } else {
+      keep_list = 1; /* the list has the values already */
+    }
+  }
+  if (keep_list) {
+    call->md = md;
+    *mdp = NULL;
+    return;
+  }
+  if (call->origin != o) {
+    origin_ref(o);
+    sluice__scall_origin_unref(call->origin);
+    call->origin = o;
+  }
+  sluice__metadata_clear(md);
+}
+
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
-                                   int32_t stream_id, const char *peer_identity,
+                                   int32_t stream_id,
+                                   sluice__scall_origin *origin,
                                    sluice__load_pacer *pacer) {
   /* On the loop thread: recycled from the loop's cache (see objcache.h). */
   sluice_server_call *call = sluice__objcache_get(&lp->cache);
   if (!call)
     return NULL;
-  if (sluice_metadata_new(&call->st.req.md) != 0) {
-    sluice__objcache_put(&lp->cache, call);
-    return NULL;
-  }
   if (sluice__sendq_init(&call->sendq, lp->shared->opts->send_buffer) != 0) {
-    sluice_metadata_del(call->st.req.md);
-    sluice__objcache_put(&lp->cache, call);
-    return NULL;
-  }
-  if (uv_mutex_init(&call->md_mu) != 0) {
-    sluice__sendq_destroy(&call->sendq);
-    sluice_metadata_del(call->st.req.md);
     sluice__objcache_put(&lp->cache, call);
     return NULL;
   }
   call->st.s.sendq = &call->sendq;
   call->st.s.ops = &stream_ops;
   sluice__stream_attach(&call->st.s, conn, stream_id);
-  sluice__grpc_req_init(&call->st.req, call->st.req.md);
+  /* No request facts before take_request: identity, gzip taken. */
+  call->st.enc = SLUICE_COMPRESS_NONE;
+  call->st.enc_ok = 1;
+  call->st.accept_gzip = 1;
+  origin_ref(origin);
+  call->origin = origin;
   call->pacer = pacer;
   call->lp = lp;
   sluice__wave_up(&lp->calls);
@@ -208,12 +331,6 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
   call->kick_task.fn = on_kick_task;
   call->ready_task.fn = on_ready_task;
   call->resume_task.fn = on_resume_task;
-  /* strnlen + memcpy: snprintf here cost more than the rest of setup. */
-  size_t pl = strnlen(conn->peer, sizeof call->peer - 1);
-  memcpy(call->peer, conn->peer, pl);
-  call->peer[pl] = '\0';
-  if (peer_identity)
-    call->peer_identity = strdup(peer_identity);
   sluice__admit_item_init(&call->adm, &admit_ops);
   sluice__list_init(&call->st.link);
   return &call->st;
@@ -223,20 +340,19 @@ sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
 static void scall_free(sluice_server_call *call, int on_loop) {
   sluice__loop *l = call->lp->loop;
   if (on_loop) {
+    disarm_deadline(call); /* already, when the stream closed */
     sluice__loop_cancel(l, &call->kick_task);
     sluice__loop_cancel(l, &call->ready_task);
     sluice__loop_cancel(l, &call->resume_task);
   }
-  sluice__grpc_req_reset(&call->st.req);
-  free(call->peer_identity);
+  sluice__scall_origin_unref(call->origin);
   free(call->message);
   free(call->fin_message);
   free(call->fail_text);
   sluice__sendq_destroy(&call->sendq);
-  sluice_metadata_del(call->st.req.md);
+  sluice_metadata_del(call->md);
   sluice_metadata_del(call->initial_md);
   sluice_metadata_del(call->trailing_md);
-  uv_mutex_destroy(&call->md_mu);
   sluice__recv_reset(&call->st.s.recv);
   if (call->route && call->route->raw)
     sluice_buf_free(call->req.buf);
@@ -299,6 +415,9 @@ void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
   lp->finishing = 0;
   lp->calls = (sluice__wave){0, 0, 0};
   lp->trim_task = (sluice__task){on_trim_task, NULL, 0};
+  sluice__heap_init(&lp->deadlines);
+  lp->timer_state = SLUICE__SCALL_TIMER_NONE;
+  lp->timer_due = 0;
   sluice__objcache_init(&lp->cache, sizeof(sluice_server_call), 128);
 }
 
@@ -309,6 +428,12 @@ void sluice__scall_stop(sluice__scall_shared *sh) {
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp) {
   while (__atomic_load_n(&lp->finishing, __ATOMIC_SEQ_CST) != 0)
     sched_yield();
+}
+
+void sluice__scall_loop_close(sluice__scall_loop *lp) {
+  if (lp->timer_state == SLUICE__SCALL_TIMER_OPEN)
+    uv_close((uv_handle_t *)&lp->timer, NULL);
+  lp->timer_state = SLUICE__SCALL_TIMER_CLOSED;
 }
 
 void sluice__scall_loop_destroy(sluice__scall_loop *lp) {
@@ -328,12 +453,33 @@ static void unref(sluice_server_call *call) {
     scall_free(call, 1);
 }
 
-static void on_timer_closed(uv_handle_t *h) { unref(h->data); }
+/* ---- deadlines: one heap and one timer per loop */
 
-static void close_timer(sluice_server_call *call) {
-  if (call->timer_open) {
-    call->timer_open = 0;
-    uv_close((uv_handle_t *)&call->timer, on_timer_closed);
+static void on_deadlines(uv_timer_t *t);
+
+/* Arms the loop's timer for its earliest deadline, unless it is armed for
+ * that time already or the loop is closing (its calls are being ended). */
+static void arm_deadlines(sluice__scall_loop *lp, uint64_t now) {
+  sluice__heap_node *first = sluice__heap_min(&lp->deadlines);
+  if (!first || lp->timer_state == SLUICE__SCALL_TIMER_CLOSED ||
+      (lp->timer_due && lp->timer_due <= first->key))
+    return;
+  if (lp->timer_state == SLUICE__SCALL_TIMER_NONE) {
+    uv_timer_init(sluice__loop_uv(lp->loop), &lp->timer);
+    lp->timer.data = lp;
+    lp->timer_state = SLUICE__SCALL_TIMER_OPEN;
+  }
+  lp->timer_due = first->key;
+  sluice__timer_start_deadline(&lp->timer, first->key, now, on_deadlines);
+}
+
+/* The call leaves the heap: its status is decided or its stream is gone.
+ * The timer is not re-armed when it was the earliest: it fires once for
+ * nothing at most, and finishing a call stays a few pointer moves. */
+static void disarm_deadline(sluice_server_call *call) {
+  if (call->dl_armed) {
+    call->dl_armed = 0;
+    sluice__heap_remove(&call->lp->deadlines, &call->dl);
   }
 }
 
@@ -346,9 +492,9 @@ static void close_md(sluice_server_call *call, int kinds) {
    * stream's end closes both kinds, usually closed already. */
   if ((call->md_closed & kinds) == kinds)
     return;
-  uv_mutex_lock(&call->md_mu);
+  uv_mutex_lock(md_lock(call));
   call->md_closed |= kinds;
-  uv_mutex_unlock(&call->md_mu);
+  uv_mutex_unlock(md_lock(call));
 }
 
 /* What the trailers borrow until they are submitted. */
@@ -486,7 +632,7 @@ static const sluice__stream_ops stream_ops = {response_sent, read_response, 0};
 static int response_compressed(const sluice_server_call *call) {
   return __atomic_load_n(&call->compression, __ATOMIC_ACQUIRE) ==
              SLUICE_COMPRESS_GZIP &&
-         call->st.req.accept_gzip;
+         call->st.accept_gzip;
 }
 
 /* Submits the response HEADERS with a data provider on the send queue, or
@@ -546,7 +692,8 @@ static void push_out(sluice_server_call *call) {
   if (!call->st.s.conn)
     return;
   if (!__atomic_load_n(&call->headers_sent, __ATOMIC_ACQUIRE)) {
-    submit_headers(call, sluice__grpc_req_http_status(&call->st.req));
+    /* As sluice__grpc_req_http_status says. */
+    submit_headers(call, call->st.bad_content_type ? 415 : 200);
     return;
   }
   sluice__stream_resume_send(&call->st.s);
@@ -581,7 +728,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   call->responded = 1;
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   sluice__admit_dequeue(call->lp->aq, &call->adm);
-  close_timer(call);
+  disarm_deadline(call);
   call->code = code;
   free(call->message);
   call->message = message && *message ? strdup(message) : NULL;
@@ -672,7 +819,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
                         "takes one";
     return 1;
   }
-  if (compressed && call->st.req.enc_unknown) {
+  if (compressed && call->st.enc_unknown) {
     call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
@@ -682,7 +829,7 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   ProtobufCMessage *msg;
   char text[160];
   sluice_status_code code = sluice__msg_unpack(
-      m->request, compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      m->request, compressed, call->st.enc_ok, call->st.enc, data, len,
       call->st.s.recv.deframer.max_size, &msg, text, sizeof text);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
@@ -732,11 +879,8 @@ void sluice__scall_data(sluice__sstream *st, const uint8_t *data, size_t len) {
 
 /* ---- deadline and dispatch */
 
-static void on_deadline(uv_timer_t *t) {
-  sluice_server_call *call = t->data;
+static void on_deadline(sluice_server_call *call) {
   if (call->responded || !call->st.s.conn)
-    return;
-  if (sluice__timer_early(t, call->st.deadline_ns, on_deadline))
     return;
   if (sluice__admit_queued(&call->adm)) {
     char msg[96];
@@ -755,6 +899,24 @@ static void on_deadline(uv_timer_t *t) {
        "deadline exceeded while the server handled the call");
 }
 
+/* Every call whose deadline has passed leaves the heap and fails, each
+ * before the next is looked at (failing one may end others). libuv times
+ * timers from the loop's cached clock, so the timer may fire a little
+ * early: what is not due yet re-arms it. */
+static void on_deadlines(uv_timer_t *t) {
+  sluice__scall_loop *lp = t->data;
+  lp->timer_due = 0;
+  uint64_t now = sluice_now_ns();
+  sluice__heap_node *n;
+  while ((n = sluice__heap_min(&lp->deadlines)) && n->key <= now) {
+    sluice_server_call *call = SLUICE__CONTAINER_OF(n, sluice_server_call, dl);
+    disarm_deadline(call);
+    on_deadline(call);
+  }
+  uv_update_time(t->loop);
+  arm_deadlines(lp, now);
+}
+
 static void dispatch(sluice_server_call *call) {
   if (call->st.deadline_ns) {
     uint64_t now = sluice_now_ns();
@@ -763,12 +925,10 @@ static void dispatch(sluice_server_call *call) {
            "deadline exceeded before the handler ran");
       return;
     }
-    uv_timer_init(sluice__loop_uv(call->lp->loop), &call->timer);
-    call->timer.data = call;
-    call->timer_open = 1;
-    call->refs++;
-    sluice__timer_start_deadline(&call->timer, call->st.deadline_ns, now,
-                                 on_deadline);
+    call->dl.key = call->st.deadline_ns;
+    sluice__heap_insert(&call->lp->deadlines, &call->dl);
+    call->dl_armed = 1;
+    arm_deadlines(call->lp, now);
   }
   /* Health calls skip admission (sluice_server_opts_set_health_bypass):
    * no slot is taken, so none is given back. */
@@ -856,7 +1016,7 @@ void sluice__scall_stream_closed(sluice__sstream *st, uint32_t h2_error) {
   __atomic_store_n(&call->cancelled, 1, __ATOMIC_RELAXED);
   call->responded = 1;
   sluice__sendq_abort(&call->sendq); /* later sends: SLUICE_ERR_STATE */
-  close_timer(call);
+  disarm_deadline(call);
   call->refs++; /* on_done may run the handler's finish */
   tell_done(call, cancelled);
   unref(call);
@@ -1195,14 +1355,14 @@ size_t sluice_server_call_recv_buffered_max(const sluice_server_call *call) {
               : 0;
 }
 
-/* Any thread, like send and finish: under md_mu, so the loop never reads a
+/* Any thread, like send and finish: under md_lock, so the loop never reads a
  * list being appended to, and a kind the loop has closed (sent, or the call
  * is over: finished, failed by the library, reset, shut down) is refused
  * rather than silently dropped. */
 static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
                   const char *key, const void *value, size_t len) {
   int rv;
-  uv_mutex_lock(&call->md_mu);
+  uv_mutex_lock(md_lock(call));
   if ((call->md_closed & kind) ||
       __atomic_load_n(&call->finished, __ATOMIC_ACQUIRE))
     rv = SLUICE_ERR_STATE;
@@ -1218,7 +1378,7 @@ static int add_md(sluice_server_call *call, int kind, sluice_metadata **md,
              : SLUICE_ERR_BAD_METADATA;
   else
     rv = sluice_metadata_add(*md, key, value, len);
-  uv_mutex_unlock(&call->md_mu);
+  uv_mutex_unlock(md_lock(call));
   return rv;
 }
 
@@ -1238,9 +1398,40 @@ int sluice_server_call_add_trailing_metadata(sluice_server_call *call,
   return add_md(call, SLUICE__MD_TRAILING, &call->trailing_md, key, value, len);
 }
 
+/* Made on the first request for it when the client sent nothing but
+ * :authority and user-agent (most calls, whose handlers never ask): the
+ * list the connection filled went back to it. Concurrent first requests
+ * each make one and all but the first published are freed. Out of memory,
+ * an empty list that nobody frees. */
 const sluice_metadata *
 sluice_server_call_metadata(const sluice_server_call *call) {
-  return call ? call->st.req.md : NULL;
+  static const sluice_metadata none; /* count 0 */
+  if (!call)
+    return NULL;
+  /* The call is not const to the library: only the handler's view is. */
+  sluice_metadata **slot = &((sluice_server_call *)call)->md;
+  sluice_metadata *md = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (md)
+    return md;
+  const sluice__scall_origin *o = call->origin;
+  if (sluice_metadata_new(&md) != 0)
+    return &none;
+  if ((o->authority &&
+       sluice__metadata_append(md, ":authority", 10, o->authority,
+                               o->authority_len) != 0) ||
+      (o->user_agent &&
+       sluice__metadata_append(md, "user-agent", 10, o->user_agent,
+                               o->user_agent_len) != 0)) {
+    sluice_metadata_del(md);
+    return &none;
+  }
+  sluice_metadata *was = NULL;
+  if (!__atomic_compare_exchange_n(slot, &was, md, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    sluice_metadata_del(md);
+    return was;
+  }
+  return md;
 }
 
 int sluice_server_call_report_downstream(const sluice_server_call *call,
@@ -1256,11 +1447,11 @@ uint64_t sluice_server_call_deadline(const sluice_server_call *call) {
 }
 
 const char *sluice_server_call_peer_identity(const sluice_server_call *call) {
-  return call ? call->peer_identity : NULL;
+  return call ? call->origin->identity : NULL;
 }
 
 const char *sluice_server_call_peer(const sluice_server_call *call) {
-  return call ? call->peer : NULL;
+  return call ? call->origin->peer : NULL;
 }
 
 const sluice_method_desc *

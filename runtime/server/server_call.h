@@ -2,8 +2,8 @@
  * is private to server_call.c.
  *
  * A call is created by its connection for a new stream and fed what the
- * stream brings: the request headers (parsed by the connection into the
- * call's sluice__sreq), the route, DATA, END_STREAM, the stream's close.
+ * stream brings: the request headers (parsed by the connection, the call
+ * takes what it needs), the route, DATA, END_STREAM, the stream's close.
  * Below it are admission (admit.h), the load report (load_report.h) and
  * the transport connection whose nghttp2 session carries its stream. It
  * calls nothing above it: the handler is run from a task on its loop, and
@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/heap.h"
 #include "core/list.h"
 #include "core/loop.h"
 #include "core/objcache.h"
@@ -53,6 +54,18 @@ typedef struct sluice__scall_loop {
   sluice__task trim_task; /* a trim after a wave of calls ended */
   int finishing;          /* atomic: finish() calls on this loop's calls between
                              their check of stopped and their post */
+  /* The deadlines of the loop's calls, earliest first, and the one timer
+   * that serves them all (initialized with the first deadline; loop
+   * thread). */
+  sluice__heap deadlines;
+  uv_timer_t timer;
+  uint64_t timer_due; /* the earliest deadline the timer is armed for; 0:
+                         not armed */
+  enum {
+    SLUICE__SCALL_TIMER_NONE,
+    SLUICE__SCALL_TIMER_OPEN,
+    SLUICE__SCALL_TIMER_CLOSED /* the loop is stopping: no more timing */
+  } timer_state;
 } sluice__scall_loop;
 
 /* The part of a call its connection owns: all the connection sees. The
@@ -62,11 +75,15 @@ typedef struct sluice__sstream {
                            the connection links and unlinks it */
   sluice__stream s;     /* the endpoint: connection, id, the send queue's
                            data provider, the receiver (transport/stream.h) */
-  sluice__grpc_req req; /* the request headers, as the connection parses
-                           them until sluice__scall_headers_done (read by
-                           the call from then on) */
   uint64_t deadline_ns; /* from grpc-timeout; 0: none */
-  size_t hdr_bytes;     /* request header list so far (RFC 9113 sizes) */
+  /* What the call reads of its request headers, copied by
+   * sluice__scall_take_request from the connection's parse (the rest of
+   * that, 160 bytes with the inline :path, stays with the connection). */
+  sluice_compression enc;        /* the request's encoding, when enc_ok */
+  unsigned enc_ok : 1;           /* grpc-encoding absent or implemented */
+  unsigned enc_unknown : 1;      /* a grpc-encoding sluice does not implement */
+  unsigned accept_gzip : 1;      /* the client takes gzip responses */
+  unsigned bad_content_type : 1; /* answered with HTTP 415 */
 } sluice__sstream;
 
 /* ---- the server and its loops */
@@ -82,6 +99,9 @@ void sluice__scall_loop_init(sluice__scall_loop *lp, sluice__scall_shared *sh,
 void sluice__scall_stop(sluice__scall_shared *sh);
 /* Waits until the finishes on lp that did not see stopped have posted. */
 void sluice__scall_loop_quiesce(sluice__scall_loop *lp);
+/* On the loop thread as it stops, after its connections (and so every
+ * call's stream) were closed: closes the deadline timer. */
+void sluice__scall_loop_close(sluice__scall_loop *lp);
 /* The loop is gone: frees the cached call objects. */
 void sluice__scall_loop_destroy(sluice__scall_loop *lp);
 /* Loop thread, outside any read or flush (it frees the thread's scratch
@@ -98,14 +118,46 @@ void sluice__scall_loop_trim(sluice__scall_loop *lp);
  * loops were being deleted; later finishes free their call directly. */
 void sluice__scall_free_orphans(sluice__scall_shared *sh);
 
+/* ---- where a connection's calls come from */
+
+/* What the calls of one connection share about where they came from: the
+ * peer's address and verified identity, and the :authority and user-agent
+ * of the requests, which are nearly always the same on every stream. A
+ * call keeps a reference instead of copies of its own (and instead of a
+ * metadata list, when the client sent no other metadata). Immutable once
+ * made; the count is atomic, as a call may be freed on a user's thread
+ * after shutdown. */
+typedef struct sluice__scall_origin sluice__scall_origin;
+
+/* A connection's first origin: peer and identity (may be NULL) copied, no
+ * :authority or user-agent yet. NULL when out of memory. */
+sluice__scall_origin *sluice__scall_origin_new(const char *peer,
+                                               const char *identity);
+/* Drops a reference (NULL: nothing). */
+void sluice__scall_origin_unref(sluice__scall_origin *o);
+
 /* ---- a call, for its connection */
 
 /* A call for stream stream_id of conn, on lp's loop; NULL when out of
- * memory. The caller links it into its list of calls. peer_identity is
- * copied; pacer is borrowed while the stream is open. */
+ * memory. The caller links it into its list of calls. origin (the
+ * connection's current one) is referenced; pacer is borrowed while the
+ * stream is open. */
 sluice__sstream *sluice__scall_new(sluice__scall_loop *lp, sluice__conn *conn,
-                                   int32_t stream_id, const char *peer_identity,
+                                   int32_t stream_id,
+                                   sluice__scall_origin *origin,
                                    sluice__load_pacer *pacer);
+/* The request's header block is complete, as the connection parsed it into
+ * rq (header blocks never interleave, RFC 9113 6.10, so a connection parses
+ * one at a time): the call copies what it reads later, and takes its
+ * metadata from *md (rq's list, the connection's). When that holds nothing
+ * but :authority and user-agent, the call keeps them through *origin (the
+ * connection's current origin, replaced by a new one when they differ) and
+ * *md is emptied for the next request; otherwise the call takes the list
+ * and *md is NULL (the connection makes another). Called once, before any
+ * other news of the request (the verdict included). */
+void sluice__scall_take_request(sluice__sstream *st, const sluice__grpc_req *rq,
+                                sluice_metadata **md,
+                                sluice__scall_origin **origin);
 /* The request headers are complete, valid and routed: set up receiving; a
  * client-streaming or bidi method is dispatched now. */
 void sluice__scall_headers_done(sluice__sstream *st, sluice__route *route);

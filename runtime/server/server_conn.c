@@ -11,6 +11,7 @@
 #include "sluice/clock.h"
 #include "transport/h2session.h"
 #include "transport/tls.h"
+#include "wire/metadata_internal.h"
 
 /* Where a connection is in its life (gRFC A9's graceful GOAWAY). */
 typedef enum {
@@ -69,6 +70,18 @@ typedef struct sluice__sconn {
   sluice__list link;   /* in cl->conns */
   char *peer_identity; /* verified client certificate subject, or NULL */
   sluice__list calls;  /* its calls' streams (sluice__sstream.link) */
+  /* What its calls share (server_call.h), made with the first request. */
+  sluice__scall_origin *origin;
+  /* The request whose headers are arriving: header blocks never
+   * interleave (RFC 9113 6.10), so one parse serves every stream in turn
+   * (req_id's), and a call takes from it only what it reads later
+   * (sluice__scall_take_request). One metadata list too, which a call
+   * takes only when the client sent metadata of its own; NULL until
+   * needed. */
+  sluice__grpc_req req;
+  int32_t req_id;   /* the stream the parse is for; 0: none */
+  size_t hdr_bytes; /* its header list so far (RFC 9113 sizes) */
+  sluice_metadata *req_md;
   sluice__load_pacer load_pacer; /* next load report due */
   /* Lifetime and keepalive: one timer for every deadline (0: none), all
    * sluice_now_ns(); armed for the earliest (rearm()). */
@@ -329,11 +342,22 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *frame,
   if (frame->hd.type != NGHTTP2_HEADERS ||
       frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
+  if (!sc->origin && !(sc->origin = sluice__scall_origin_new(
+                           sc->conn.peer, sc->peer_identity)))
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (sc->req_md)
+    sluice__metadata_clear(sc->req_md); /* left by a block cut short */
+  else if (sluice_metadata_new(&sc->req_md) != 0)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   sluice__sstream *st =
       sluice__scall_new(&sc->cl->calls, &sc->conn, frame->hd.stream_id,
-                        sc->peer_identity, &sc->load_pacer);
+                        sc->origin, &sc->load_pacer);
   if (!st)
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+  sluice__grpc_req_reset(&sc->req); /* a long :path of the last block */
+  sluice__grpc_req_init(&sc->req, sc->req_md);
+  sc->req_id = frame->hd.stream_id;
+  sc->hdr_bytes = 0;
   sluice__list_push(&sc->calls, &st->link);
   nghttp2_session_set_stream_user_data(s, frame->hd.stream_id, st);
   return 0;
@@ -343,17 +367,17 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *frame,
                      const uint8_t *name, size_t nlen, const uint8_t *value,
                      size_t vlen, uint8_t flags, void *ud) {
   (void)flags;
-  (void)ud;
-  sluice__sstream *st = stream_of(s, frame->hd.stream_id);
-  if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+  sluice__sconn *sc = ud;
+  if (frame->headers.cat != NGHTTP2_HCAT_REQUEST ||
+      frame->hd.stream_id != sc->req_id || !stream_of(s, frame->hd.stream_id))
     return 0; /* trailers from a client carry nothing for unary calls */
   /* Past the limit the rest is dropped; the call fails once the block
    * ends (on_frame_recv). */
-  st->hdr_bytes += sluice__h2_field_size(nlen, vlen);
-  if (st->hdr_bytes > opts_of(ud)->max_header_list_size)
+  sc->hdr_bytes += sluice__h2_field_size(nlen, vlen);
+  if (sc->hdr_bytes > opts_of(sc)->max_header_list_size)
     return 0;
   /* An entry without memory is lost; the request goes on. */
-  sluice__grpc_req_header(&st->req, (const char *)name, nlen, value, vlen);
+  sluice__grpc_req_header(&sc->req, (const char *)name, nlen, value, vlen);
   return 0;
 }
 
@@ -386,18 +410,23 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *frame,
   sluice__sstream *st = stream_of(s, frame->hd.stream_id);
   if (!st)
     return 0;
-  const sluice__grpc_req *rq = &st->req;
+  const sluice__grpc_req *rq = &sc->req;
   if (frame->hd.type == NGHTTP2_HEADERS &&
       frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    if (frame->hd.stream_id != sc->req_id)
+      return 0; /* cannot be: its block began with on_begin_headers */
+    sc->req_id = 0;
+    sc->req.md = NULL; /* the list is the call's now, or emptied */
+    sluice__scall_take_request(st, rq, &sc->req_md, &sc->origin);
     if (rq->have_timeout)
       st->deadline_ns = sluice__grpc_req_deadline(rq, sluice_now_ns());
     uint32_t max_hl = opts_of(sc)->max_header_list_size;
-    if (st->hdr_bytes > max_hl) {
+    if (sc->hdr_bytes > max_hl) {
       char msg[160];
       snprintf(msg, sizeof msg,
                "request header list too large: %zu bytes, the server takes "
                "%" PRIu32 " (SETTINGS_MAX_HEADER_LIST_SIZE)",
-               st->hdr_bytes, max_hl);
+               sc->hdr_bytes, max_hl);
       sluice__scall_fail(st, SLUICE_STATUS_RESOURCE_EXHAUSTED, msg);
       return 0;
     }
@@ -553,6 +582,11 @@ static void on_closed(sluice__conn *conn, const char *reason) {
   sluice__sconn_shared *sh = sc->cl->shared;
   free(sc->peer_identity);
   sc->peer_identity = NULL;
+  sluice__scall_origin_unref(sc->origin); /* its calls keep theirs */
+  sc->origin = NULL;
+  sluice_metadata_del(sc->req_md);
+  sc->req_md = NULL;
+  sluice__grpc_req_reset(&sc->req);
   uv_close((uv_handle_t *)&sc->timer, on_timer_closed); /* frees sc */
   __atomic_sub_fetch(&sh->open, 1, __ATOMIC_RELAXED);
   uv_mutex_lock(&sh->mu);

@@ -71,6 +71,13 @@ int sluice__sendq_copy(sluice__sendq *dst, sluice__sendq *src);
  * because bytes were sent without being retained. */
 int sluice__sendq_rewind(sluice__sendq *q);
 
+/* The queue's mutex, lent to its owner for short critical sections of its
+ * own that call nothing of the queue while they hold it (a server call's
+ * metadata lists): one mutex per call rather than two. */
+static inline uv_mutex_t *sluice__sendq_mutex(sluice__sendq *q) {
+  return &q->mu;
+}
+
 /* Frees queued buffers and the mutex. */
 void sluice__sendq_destroy(sluice__sendq *q);
 

@@ -43,6 +43,13 @@ void sluice_metadata_del(sluice_metadata *md) {
   free(md);
 }
 
+void sluice__metadata_clear(sluice_metadata *md) {
+  for (size_t i = 0; i < md->count; i++)
+    entry_free(md, i);
+  md->count = 0;
+  md->arena_used = 0;
+}
+
 int sluice__metadata_append(sluice_metadata *md, const char *key, size_t klen,
                             const void *value, size_t vlen) {
   if (md->count == md->cap) {

@@ -31,6 +31,10 @@ struct sluice_metadata {
   char arena[SLUICE__MD_INLINE_BYTES];
 };
 
+/* Empties md for reuse (a server connection's list for each request's
+ * headers): entries beyond the inline ones keep their grown array. */
+void sluice__metadata_clear(sluice_metadata *md);
+
 /* Appends without any validation; for headers the library itself sends
  * (grpc-retry-pushback-ms ...). Both are copied. Returns 0 or
  * SLUICE_ERR_NOMEM. */

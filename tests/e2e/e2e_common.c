@@ -188,6 +188,58 @@ size_t e2e_raw_call_bytes(const char *path, const char *timeout,
   return b.n;
 }
 
+/* Each stream's body for e2e_raw_md_calls_bytes: one empty message. */
+static ssize_t raw_empty_msg(nghttp2_session *s, int32_t id, uint8_t *buf,
+                             size_t len, uint32_t *flags,
+                             nghttp2_data_source *src, void *ud) {
+  (void)s;
+  (void)id;
+  (void)ud;
+  int *sent = src->ptr;
+  assert_true(len >= 5);
+  memset(buf, 0, 5);
+  *sent = 1;
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return 5;
+}
+
+size_t e2e_raw_md_calls_bytes(const char *path, const char *const *const *calls,
+                              size_t n, uint8_t **out) {
+  raw_bytes b;
+  memset(&b, 0, sizeof b);
+  nghttp2_session_callbacks *cbs;
+  assert_int_equal(nghttp2_session_callbacks_new(&cbs), 0);
+  nghttp2_session_callbacks_set_send_callback(cbs, raw_collect);
+  nghttp2_session *s;
+  assert_int_equal(nghttp2_session_client_new(&s, cbs, &b), 0);
+  nghttp2_session_callbacks_del(cbs);
+  assert_int_equal(nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+  int *sent = calloc(n ? n : 1, sizeof *sent);
+  assert_non_null(sent);
+  for (size_t c = 0; c < n; c++) {
+    nghttp2_nv nv[24] = {RAW_NV(":method", "POST"), RAW_NV(":scheme", "http"),
+                         RAW_NV(":path", path)};
+    size_t n_nv = 3;
+    for (const char *const *h = calls[c]; *h; h += 2) {
+      assert_true(n_nv < 22);
+      nv[n_nv++] = (nghttp2_nv)RAW_NV(h[0], h[1]);
+    }
+    nv[n_nv++] = (nghttp2_nv)RAW_NV("content-type", "application/grpc");
+    nv[n_nv++] = (nghttp2_nv)RAW_NV("te", "trailers");
+    nghttp2_data_provider dp;
+    dp.source.ptr = &sent[c];
+    dp.read_callback = raw_empty_msg;
+    assert_true(nghttp2_submit_request(s, NULL, nv, n_nv, &dp, NULL) > 0);
+  }
+  assert_int_equal(nghttp2_session_send(s), 0);
+  for (size_t c = 0; c < n; c++)
+    assert_int_equal(sent[c], 1);
+  free(sent);
+  nghttp2_session_del(s);
+  *out = b.p;
+  return b.n;
+}
+
 void e2e_cond_init(pthread_cond_t *cv) {
   pthread_condattr_t a;
   pthread_condattr_init(&a);
@@ -286,6 +338,21 @@ static void handle(sluice_server_call *call, const E2e__EchoMsg *req,
   snprintf(s->last_peer, sizeof s->last_peer, "%s",
            sluice_server_call_peer(call));
   s->last_deadline = sluice_server_call_deadline(call);
+  if (s->log_md) {
+    const sluice_metadata *md = sluice_server_call_metadata(call);
+    size_t used = strlen(s->md_log);
+    for (size_t i = 0; i < sluice_metadata_count(md); i++) {
+      const char *key;
+      const void *value;
+      size_t len;
+      assert_int_equal(sluice_metadata_get(md, i, &key, &value, &len), 0);
+      used += (size_t)snprintf(s->md_log + used, sizeof s->md_log - used,
+                               "%s=%.*s;", key, (int)len, (const char *)value);
+      assert_true(used < sizeof s->md_log);
+    }
+    used += (size_t)snprintf(s->md_log + used, sizeof s->md_log - used, "|");
+    assert_true(used < sizeof s->md_log);
+  }
   pthread_mutex_unlock(&s->mu);
 
   if (req->echo_md) {

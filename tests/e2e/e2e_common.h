@@ -45,6 +45,11 @@ typedef struct e2e_server {
   /* The last call seen by the handler (under mu). */
   char last_peer[128];
   uint64_t last_deadline;
+  /* When log_md is set (under mu), every call's request metadata as the
+   * handler sees it, appended: "key=value;" per entry (ASCII values), "|"
+   * after each call. */
+  int log_md;
+  char md_log[2048];
 } e2e_server;
 
 /* Ignores SIGPIPE; call first in main(). The library never raises it
@@ -128,6 +133,13 @@ int e2e_wait_for(e2e_wait *w, int n, unsigned timeout_ms);
 size_t e2e_raw_call_bytes(const char *path, const char *timeout,
                           const uint8_t *msg, size_t len, int end_stream,
                           uint32_t window, uint8_t **out);
+
+/* n unary calls of path (each one empty message) on a new connection, as
+ * raw bytes like e2e_raw_call_bytes: calls[i] is call i's header pairs
+ * after :method, :scheme and :path (name, value, ..., NULL), in order;
+ * content-type and te follow. Returns the size; free *out. */
+size_t e2e_raw_md_calls_bytes(const char *path, const char *const *const *calls,
+                              size_t n, uint8_t **out);
 
 /* An absolute CLOCK_MONOTONIC timespec ms from now. */
 void e2e_abs_ms(struct timespec *ts, unsigned ms);

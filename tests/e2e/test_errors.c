@@ -218,7 +218,29 @@ static void test_client_max_request_size(void **state) {
   assert_int_equal(e2e__echo__echo__async(ch, &req, &opts, e2e_wait_cb, &w), 0);
   assert_int_equal(e2e_wait_for(&w, 1, E2E_HANG_MS), 1);
   assert_int_equal(w.code, SLUICE_STATUS_RESOURCE_EXHAUSTED);
+  /* The client's own text, kept from the caller's thread to the callback. */
+  assert_string_equal(w.message,
+                      "request message larger than max (4099 vs. 1024); "
+                      "not sent");
   e2e_wait_destroy(&w);
+
+  /* Options refused when the call starts: their text reaches it too. */
+  sluice_retry_policy rp;
+  sluice_hedging_policy hp;
+  memset(&rp, 0, sizeof rp);
+  memset(&hp, 0, sizeof hp);
+  sluice_call_opts_init(&opts);
+  opts.retry_policy = &rp;
+  opts.hedging_policy = &hp;
+  e2e_wait_init(&w);
+  req.payload.len = 10;
+  assert_int_equal(e2e__echo__echo__async(ch, &req, &opts, e2e_wait_cb, &w), 0);
+  assert_int_equal(e2e_wait_for(&w, 1, E2E_HANG_MS), 1);
+  assert_int_equal(w.code, SLUICE_STATUS_INVALID_ARGUMENT);
+  assert_string_equal(w.message,
+                      "call options: both retry_policy and hedging_policy set");
+  e2e_wait_destroy(&w);
+  req.payload.len = sizeof data;
   sluice_channel_del(ch);
 
   /* Per channel. */

@@ -809,15 +809,20 @@ static void test_server_fails_mid_stream(void **state) {
  * server's): only the server's deadline timer can end the call. The client
  * grants HTTP/2's default 64 KiB window and reads nothing. Returns the
  * socket, to keep open until the server is done. */
-static int raw_deadline_call(int port, const char *path, const uint8_t *msg,
-                             size_t len, int end_stream) {
+static int raw_timeout_call(int port, const char *path, const char *timeout,
+                            const uint8_t *msg, size_t len, int end_stream) {
   int fd = e2e_connect_loopback(port);
   assert_true(fd >= 0);
   uint8_t *bytes;
-  size_t n = e2e_raw_call_bytes(path, "200m", msg, len, end_stream, 0, &bytes);
+  size_t n = e2e_raw_call_bytes(path, timeout, msg, len, end_stream, 0, &bytes);
   assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
   free(bytes);
   return fd;
+}
+
+static int raw_deadline_call(int port, const char *path, const uint8_t *msg,
+                             size_t len, int end_stream) {
+  return raw_timeout_call(port, path, "200m", msg, len, end_stream);
 }
 
 /* A call whose server-side deadline passes is cancelled for its handler
@@ -856,6 +861,27 @@ static void test_server_deadline_is_cancelled(void **state) {
   assert_int_equal(srv_wait_done(3), 3);
   assert_int_equal(g_srv.cancelled, 3);
   close(fd);
+}
+
+/* The server times every call's deadline on one timer per loop: deadlines
+ * that arrive out of order each end their own call, none before its time
+ * (lower bounds only: a loaded machine may be late, never early). */
+static void test_server_deadlines_out_of_order(void **state) {
+  fixture *f = *state;
+  static const char *const timeouts[] = {"600m", "150m", "350m"};
+  int fds[3];
+  uint64_t t0 = e2e_now_ms();
+  for (int i = 0; i < 3; i++)
+    fds[i] = raw_timeout_call(f->port, "/streamt.Streams/Bidi", timeouts[i],
+                              NULL, 0, 0);
+  static const uint64_t at_least[] = {140, 340, 590};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(srv_wait_done(i + 1), i + 1);
+    assert_true(e2e_now_ms() - t0 >= at_least[i]);
+  }
+  assert_int_equal(g_srv.cancelled, 3);
+  for (int i = 0; i < 3; i++)
+    close(fds[i]);
 }
 
 static void test_compression_both_ways(void **state) {
@@ -1045,6 +1071,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_server_fails_mid_stream, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_server_deadline_is_cancelled, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_server_deadlines_out_of_order, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_compression_both_ways, setup,
                                       teardown),

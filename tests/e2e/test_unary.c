@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static int setup(void **state) {
   *state = e2e_server_start(NULL, NULL);
@@ -153,6 +155,88 @@ static void test_metadata_both_ways(void **state) {
 
   sluice_metadata_del(md);
   sluice_channel_del(ch);
+}
+
+/* Waits until the handler has run n times in all. */
+static void wait_calls(e2e_server *s, int n) {
+  for (unsigned waited = 0; atomic_load(&s->calls) < n; waited += 5) {
+    assert_true(waited < E2E_HANG_MS);
+    e2e_sleep_ms(5);
+  }
+}
+
+/* The handler's request metadata: :authority and user-agent first, then
+ * the client's own, as received, whether the client sent any of its own
+ * or not (the server keeps the two apart from a metadata list, shared by
+ * a connection's calls, until the handler asks). */
+static void test_request_metadata_as_received(void **state) {
+  e2e_server *s = *state;
+  pthread_mutex_lock(&s->mu);
+  s->log_md = 1;
+  pthread_mutex_unlock(&s->mu);
+  sluice_channel_opts *o;
+  assert_int_equal(sluice_channel_opts_new(&o), 0);
+  assert_int_equal(sluice_channel_opts_set_authority(o, "md.example:443"), 0);
+  sluice_channel *ch = e2e_channel(s, o);
+  sluice_channel_opts_del(o);
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.text = "md";
+  E2e__EchoMsg *resp = NULL;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(e2e__echo__echo__blocking(ch, &req, &resp, NULL, NULL),
+                     SLUICE_STATUS_OK);
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+  }
+  sluice_metadata *md = NULL;
+  assert_int_equal(sluice_metadata_new(&md), 0);
+  assert_int_equal(sluice_metadata_add_str(md, "x-one", "1"), 0);
+  sluice_call_opts opts;
+  sluice_call_opts_init(&opts);
+  opts.metadata = md;
+  assert_int_equal(e2e__echo__echo__blocking(ch, &req, &resp, &opts, NULL),
+                   SLUICE_STATUS_OK);
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  sluice_metadata_del(md);
+  sluice_channel_del(ch);
+  char ua[96], want[512];
+  snprintf(ua, sizeof ua, "user-agent=grpc-c-sluice/%s;", sluice_version());
+  snprintf(want, sizeof want,
+           ":authority=md.example:443;%s|:authority=md.example:443;%s|"
+           ":authority=md.example:443;%sx-one=1;|",
+           ua, ua, ua);
+  pthread_mutex_lock(&s->mu);
+  assert_string_equal(s->md_log, want);
+  s->md_log[0] = '\0';
+  pthread_mutex_unlock(&s->mu);
+
+  /* Values that change from call to call on one connection, and the
+   * client's own metadata before user-agent. */
+  static const char *const a[] = {":authority", "a.example", "user-agent",
+                                  "ua/1", NULL};
+  static const char *const b[] = {":authority", "b.example", NULL};
+  static const char *const c[] = {":authority", "a.example", "x-k", "v",
+                                  "user-agent", "ua/1",      NULL};
+  static const char *const d[] = {":authority", "a.example", "user-agent",
+                                  "ua/2", NULL};
+  static const char *const *const calls[] = {a, a, b, c, a, d};
+  int before = atomic_load(&s->calls);
+  uint8_t *bytes;
+  size_t n = e2e_raw_md_calls_bytes("/e2e.Echo/Echo", calls, 6, &bytes);
+  int fd = e2e_connect_loopback(s->port);
+  assert_true(fd >= 0);
+  assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
+  free(bytes);
+  wait_calls(s, before + 6);
+  close(fd);
+  pthread_mutex_lock(&s->mu);
+  assert_string_equal(s->md_log, ":authority=a.example;user-agent=ua/1;|"
+                                 ":authority=a.example;user-agent=ua/1;|"
+                                 ":authority=b.example;|"
+                                 ":authority=a.example;x-k=v;user-agent=ua/1;|"
+                                 ":authority=a.example;user-agent=ua/1;|"
+                                 ":authority=a.example;user-agent=ua/2;|");
+  s->log_md = 0;
+  pthread_mutex_unlock(&s->mu);
 }
 
 static void test_peer_and_deadline(void **state) {
@@ -328,6 +412,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unary_async_ok, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unary_blocking_ok, setup, teardown),
       cmocka_unit_test_setup_teardown(test_metadata_both_ways, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_request_metadata_as_received, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_peer_and_deadline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_status_message, setup,
                                       teardown),
