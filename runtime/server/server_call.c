@@ -787,7 +787,7 @@ static int deliver_raw(sluice_server_call *call, int compressed,
   sluice_buf *b;
   char text[160];
   sluice_status_code code = sluice__msg_to_buf(
-      compressed, call->st.req.enc_ok, call->st.req.enc, data, len,
+      compressed, call->st.enc_ok, call->st.enc, data, len,
       call->st.s.recv.deframer.max_size,
       sluice__recv_take(&call->st.s.recv, data), &b, text, sizeof text);
   if (code != SLUICE_STATUS_OK) {
