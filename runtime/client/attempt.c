@@ -587,28 +587,22 @@ static const sluice__pick_ops pick_ops = {attempt_sent, attempt_dropped};
 
 /* ---- delivery */
 
-/* A raw call's message: handed over as a buffer, in the block it was
- * reassembled in when there is one. */
-static int deliver_raw(sluice__attempt *a, int compressed, const uint8_t *data,
-                       size_t len) {
+/* One response message as the application takes it: decoded into *msg, or
+ * on a raw call handed over as *buf (in the block it was reassembled in
+ * when there is one). */
+static sluice_status_code take_message(sluice__attempt *a, int compressed,
+                                       const uint8_t *data, size_t len,
+                                       ProtobufCMessage **msg,
+                                       sluice_buf **buf) {
   sluice_call *c = a->call;
-  sluice_buf *b;
-  sluice_status_code code = sluice__msg_to_buf(
-      compressed, a->cs.rx.enc_ok, a->cs.rx.enc, data, len,
-      c->max_response_size, sluice__recv_take(&a->cs.st.recv, data), &b,
-      a->fail_buf, sizeof a->fail_buf);
-  if (code != SLUICE_STATUS_OK) {
-    a->fail_code = code;
-    a->fail_reason = a->fail_buf;
-    return 1;
-  }
-  a->n_msgs++;
-  c->last_compressed = compressed;
-  if (c->h.on_message)
-    ((sluice__raw_on_message_fn)c->h.on_message)(c, b, c->user_data);
-  else
-    sluice_buf_free(b);
-  return c->state == SLUICE__CALL_DONE ? 1 : 0;
+  if (c->raw)
+    return sluice__msg_to_buf(compressed, a->cs.rx.enc_ok, a->cs.rx.enc, data,
+                              len, c->max_response_size,
+                              sluice__recv_take(&a->cs.st.recv, data), buf,
+                              a->fail_buf, sizeof a->fail_buf);
+  return sluice__msg_unpack(c->method->response, compressed, a->cs.rx.enc_ok,
+                            a->cs.rx.enc, data, len, c->max_response_size, msg,
+                            a->fail_buf, sizeof a->fail_buf);
 }
 
 /* Delivers one received message (the receiver's deliver function). */
@@ -626,12 +620,9 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
     a->fail_reason = "server sent more than one response message";
     return 1;
   }
-  if (c->raw)
-    return deliver_raw(a, compressed, data, len);
-  ProtobufCMessage *m;
-  sluice_status_code code = sluice__msg_unpack(
-      c->method->response, compressed, a->cs.rx.enc_ok, a->cs.rx.enc, data, len,
-      c->max_response_size, &m, a->fail_buf, sizeof a->fail_buf);
+  ProtobufCMessage *m = NULL;
+  sluice_buf *buf = NULL;
+  sluice_status_code code = take_message(a, compressed, data, len, &m, &buf);
   if (code != SLUICE_STATUS_OK) {
     a->fail_code = code;
     a->fail_reason = a->fail_buf;
@@ -639,6 +630,13 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   }
   a->n_msgs++;
   c->last_compressed = compressed;
+  if (buf) { /* raw: the buffer is the application's now */
+    if (c->h.on_message)
+      ((sluice__raw_on_message_fn)c->h.on_message)(c, buf, c->user_data);
+    else
+      sluice_buf_free(buf);
+    return c->state == SLUICE__CALL_DONE ? 1 : 0;
+  }
   if (c->tramp || c->take) {
     c->resp = m; /* handed over at completion */
     return 0;

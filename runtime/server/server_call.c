@@ -780,39 +780,27 @@ static void maybe_tell_half_close(sluice_server_call *call) {
   }
 }
 
-/* A raw route's request message: handed over as a buffer, in the block it
- * was reassembled in when there is one (deliver's checks are done). */
-static int deliver_raw(sluice_server_call *call, int compressed,
-                       const uint8_t *data, size_t len) {
-  sluice_buf *b;
-  char text[160];
-  sluice_status_code code = sluice__msg_to_buf(
-      compressed, call->st.enc_ok, call->st.enc, data, len,
-      call->st.s.recv.deframer.max_size,
-      sluice__recv_take(&call->st.s.recv, data), &b, text, sizeof text);
-  if (code != SLUICE_STATUS_OK) {
-    call->fail_code = code;
-    call->fail_reason = keep_text(call, text);
-    return 1;
-  }
-  call->n_msgs++;
-  call->msg_compressed = compressed;
-  if (!streams_requests(call)) {
-    call->req.buf = b;
-    return 0;
-  }
-  if (call->h.on_message)
-    ((raw_on_message_fn)call->h.on_message)(call, b, call->h_ud);
-  else
-    sluice_buf_free(b);
-  return call->responded ? 1 : 0;
+/* One request message as the handler takes it: decoded into *msg on a
+ * protobuf route, handed over as *buf on a raw route (in the block it was
+ * reassembled in when there is one). */
+static sluice_status_code take_message(sluice_server_call *call, int compressed,
+                                       const uint8_t *data, size_t len,
+                                       ProtobufCMessage **msg, sluice_buf **buf,
+                                       char *text, size_t tlen) {
+  sluice__recv *r = &call->st.s.recv;
+  if (call->route->raw)
+    return sluice__msg_to_buf(compressed, call->st.enc_ok, call->st.enc, data,
+                              len, r->deframer.max_size,
+                              sluice__recv_take(r, data), buf, text, tlen);
+  return sluice__msg_unpack(call->route->method->request, compressed,
+                            call->st.enc_ok, call->st.enc, data, len,
+                            r->deframer.max_size, msg, text, tlen);
 }
 
 static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   sluice_server_call *call = ud;
   if (call->responded)
     return 1;
-  const sluice_method_desc *m = call->route->method;
   if (!streams_requests(call) && call->n_msgs >= 1) {
     call->fail_code = SLUICE_STATUS_UNIMPLEMENTED;
     call->fail_reason = "more than one request message for a method that "
@@ -824,13 +812,11 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
     call->fail_reason = "grpc-encoding not supported (identity, gzip are)";
     return 1;
   }
-  if (call->route->raw)
-    return deliver_raw(call, compressed, data, len);
-  ProtobufCMessage *msg;
+  ProtobufCMessage *msg = NULL;
+  sluice_buf *buf = NULL;
   char text[160];
-  sluice_status_code code = sluice__msg_unpack(
-      m->request, compressed, call->st.enc_ok, call->st.enc, data, len,
-      call->st.s.recv.deframer.max_size, &msg, text, sizeof text);
+  sluice_status_code code =
+      take_message(call, compressed, data, len, &msg, &buf, text, sizeof text);
   if (code != SLUICE_STATUS_OK) {
     call->fail_code = code;
     call->fail_reason = keep_text(call, text);
@@ -839,12 +825,20 @@ static int deliver(void *ud, int compressed, const uint8_t *data, size_t len) {
   call->n_msgs++;
   call->msg_compressed = compressed;
   if (!streams_requests(call)) {
-    call->req.msg = msg;
+    if (buf)
+      call->req.buf = buf;
+    else
+      call->req.msg = msg;
     return 0;
   }
-  if (call->h.on_message)
+  if (buf && call->h.on_message)
+    ((raw_on_message_fn)call->h.on_message)(call, buf, call->h_ud);
+  else if (buf)
+    sluice_buf_free(buf);
+  if (msg && call->h.on_message)
     call->h.on_message(call, msg, call->h_ud);
-  protobuf_c_message_free_unpacked(msg, sluice__bigbuf_pb_allocator());
+  if (msg)
+    protobuf_c_message_free_unpacked(msg, sluice__bigbuf_pb_allocator());
   return call->responded ? 1 : 0;
 }
 

@@ -9,6 +9,25 @@
 #include "wire/compress.h"
 #include "wire/framing.h"
 
+/* The framed, compressed form of plain[0..len): a new [prefix | body]
+ * block in *out (flag set). */
+static int compress_framed(sluice_compression c, const uint8_t *plain,
+                           size_t len, uint8_t **out, size_t *out_len) {
+  uint8_t *z;
+  size_t zlen;
+  int rv = sluice__compress(c, plain, len, SLUICE__FRAME_HEADER_LEN, &z, &zlen);
+  if (rv != 0)
+    return rv;
+  if (zlen > UINT32_MAX) {
+    free(z);
+    return SLUICE_ERR_TOO_LARGE;
+  }
+  sluice__frame_header(z, 1, (uint32_t)zlen);
+  *out = z;
+  *out_len = zlen + SLUICE__FRAME_HEADER_LEN;
+  return 0;
+}
+
 int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
                      uint32_t max, uint8_t **out, size_t *out_len,
                      size_t *size_out) {
@@ -31,20 +50,9 @@ int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
   if (!plain)
     return SLUICE_ERR_NOMEM;
   protobuf_c_message_pack(msg, plain);
-  uint8_t *z;
-  size_t zlen;
-  int rv = sluice__compress(c, plain, len, SLUICE__FRAME_HEADER_LEN, &z, &zlen);
+  int rv = compress_framed(c, plain, len, out, out_len);
   free(plain);
-  if (rv != 0)
-    return rv;
-  if (zlen > UINT32_MAX) {
-    free(z);
-    return SLUICE_ERR_TOO_LARGE;
-  }
-  sluice__frame_header(z, 1, (uint32_t)zlen);
-  *out = z;
-  *out_len = zlen + SLUICE__FRAME_HEADER_LEN;
-  return 0;
+  return rv;
 }
 
 /* Decompresses a compressed message into *plain (bigbuf_put it), or says
@@ -139,20 +147,8 @@ int sluice__msg_frame_buf(sluice_buf *b, sluice_compression c, uint32_t max,
     *out_len = b->len + SLUICE__FRAME_HEADER_LEN;
     return 0;
   }
-  uint8_t *z;
-  size_t zlen;
-  int rv = sluice__compress(c, b->block + SLUICE__FRAME_HEADER_LEN, b->len,
-                            SLUICE__FRAME_HEADER_LEN, &z, &zlen);
-  if (rv != 0)
-    return rv;
-  if (zlen > UINT32_MAX) {
-    free(z);
-    return SLUICE_ERR_TOO_LARGE;
-  }
-  sluice__frame_header(z, 1, (uint32_t)zlen);
-  *out = z;
-  *out_len = zlen + SLUICE__FRAME_HEADER_LEN;
-  return 0;
+  return compress_framed(c, b->block + SLUICE__FRAME_HEADER_LEN, b->len, out,
+                         out_len);
 }
 
 void sluice__msg_frame_drop(sluice_buf *b, uint8_t *out) {
