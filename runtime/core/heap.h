@@ -1,13 +1,20 @@
-/* An intrusive binary min-heap of uint64_t keys (deadlines), after
- * libuv's heap-inl.h.
+/* An intrusive min-heap of uint64_t keys (the server's deadlines): a
+ * pairing heap.
  *
- * Why intrusive and pointer-linked: a node lives inside the object it
- * orders (a server call), so inserting never allocates and cannot fail, and
- * removing is O(log n) from the object alone. Keys that arrive in
- * increasing order (the same timeout on calls that come one after another)
- * stay at the bottom: an insert then costs a walk down one path and no
- * swap. Everything here is static inline and does no locking: the owner of
- * the heap says which thread may touch it.
+ * Why intrusive: a node lives inside the object it orders (a server call),
+ * so inserting never allocates and cannot fail, and any node can be taken
+ * out from the object alone (a call that finishes before its deadline).
+ * Why a pairing heap: an insert is one comparison and a few pointer moves
+ * (O(1)), whatever the keys; taking out the minimum or any other node is
+ * O(log n) amortized. Deadlines mostly arrive in increasing order (the
+ * same timeout on calls that come one after another): each new node then
+ * simply becomes a child of the root.
+ *
+ * Shape: every node keeps its first child, its next sibling, and `prev`:
+ * the previous sibling, or the parent for a first child (NULL for the
+ * root). A node's key is never below its parent's. Everything here is
+ * static inline and does no locking: the owner of the heap says which
+ * thread may touch it.
  *
  *   struct call { sluice__heap_node dl; ... };
  *   sluice__heap h;  sluice__heap_init(&h);
@@ -22,12 +29,14 @@
 #include <stdint.h>
 
 typedef struct sluice__heap_node {
-  struct sluice__heap_node *left, *right, *parent;
+  struct sluice__heap_node *child; /* first child */
+  struct sluice__heap_node *next;  /* next sibling */
+  struct sluice__heap_node *prev;  /* previous sibling, or the parent */
   uint64_t key;
 } sluice__heap_node;
 
 typedef struct sluice__heap {
-  sluice__heap_node *min;
+  sluice__heap_node *min; /* the root */
   size_t n;
 } sluice__heap;
 
@@ -41,103 +50,78 @@ static inline sluice__heap_node *sluice__heap_min(const sluice__heap *h) {
   return h->min;
 }
 
-/* Swaps a child with its parent (the links only: keys stay with their
- * nodes). */
-static inline void sluice__heap_swap(sluice__heap *h, sluice__heap_node *parent,
-                                     sluice__heap_node *child) {
-  sluice__heap_node t = *parent, *sibling;
-  parent->left = child->left;
-  parent->right = child->right;
-  parent->parent = child->parent;
-  child->left = t.left;
-  child->right = t.right;
-  child->parent = t.parent;
-  parent->parent = child;
-  if (child->left == child) {
-    child->left = parent;
-    sibling = child->right;
-  } else {
-    child->right = parent;
-    sibling = child->left;
+/* Joins two trees (roots without siblings; either may be NULL): the root
+ * with the larger key becomes the other's first child. Returns the root. */
+static inline sluice__heap_node *sluice__heap_join(sluice__heap_node *a,
+                                                   sluice__heap_node *b) {
+  if (!a)
+    return b;
+  if (!b)
+    return a;
+  if (b->key < a->key) {
+    sluice__heap_node *t = a;
+    a = b;
+    b = t;
   }
-  if (sibling)
-    sibling->parent = child;
-  if (parent->left)
-    parent->left->parent = parent;
-  if (parent->right)
-    parent->right->parent = parent;
-  if (!child->parent)
-    h->min = child;
-  else if (child->parent->left == parent)
-    child->parent->left = child;
-  else
-    child->parent->right = child;
+  b->prev = a;
+  b->next = a->child;
+  if (a->child)
+    a->child->prev = b;
+  a->child = b;
+  return a;
 }
 
-/* The slot of the heap's node number i (1-based, breadth first): the root's
- * pointer, or a left/right pointer of the node above it. */
-static inline sluice__heap_node **sluice__heap_slot(sluice__heap *h, size_t i,
-                                                    sluice__heap_node **above) {
-  size_t path = 0, k = 0;
-  for (; i >= 2; k++, i /= 2)
-    path = (path << 1) | (i & 1);
-  sluice__heap_node **slot = &h->min;
-  *above = NULL;
-  for (; k > 0; k--, path >>= 1) {
-    *above = *slot;
-    slot = (path & 1) ? &(*slot)->right : &(*slot)->left;
+/* One tree of a list of sibling trees (a removed node's children): joined
+ * in pairs from the left, then the pairs from the right, the two passes
+ * that give the heap its amortized bound. Returns the root (prev NULL), or
+ * NULL for an empty list. */
+static inline sluice__heap_node *sluice__heap_join_all(sluice__heap_node *t) {
+  sluice__heap_node *pairs = NULL; /* joined pairs, the last one first */
+  while (t) {
+    sluice__heap_node *a = t, *b = t->next;
+    t = b ? b->next : NULL;
+    a->next = a->prev = NULL;
+    if (b)
+      b->next = b->prev = NULL;
+    a = sluice__heap_join(a, b);
+    a->next = pairs;
+    pairs = a;
   }
-  return slot;
+  sluice__heap_node *root = NULL;
+  while (pairs) {
+    sluice__heap_node *p = pairs;
+    pairs = p->next;
+    p->next = NULL;
+    root = sluice__heap_join(root, p);
+  }
+  return root;
 }
 
 /* Adds n with its key set (n must not be in a heap). */
 static inline void sluice__heap_insert(sluice__heap *h, sluice__heap_node *n) {
-  n->left = n->right = NULL;
-  sluice__heap_node *above;
-  sluice__heap_node **slot = sluice__heap_slot(h, h->n + 1, &above);
-  n->parent = above;
-  *slot = n;
+  n->child = n->next = n->prev = NULL;
+  h->min = sluice__heap_join(h->min, n);
   h->n++;
-  while (n->parent && n->key < n->parent->key)
-    sluice__heap_swap(h, n->parent, n);
 }
 
 /* Takes n (which is in h) out. */
 static inline void sluice__heap_remove(sluice__heap *h, sluice__heap_node *n) {
-  sluice__heap_node *above;
-  sluice__heap_node **last = sluice__heap_slot(h, h->n, &above);
-  sluice__heap_node *c = *last;
-  *last = NULL;
-  h->n--;
-  if (c == n) /* the last node in breadth-first order */
-    return;
-  /* The last node takes n's place, then moves down or up to where its key
-   * belongs. */
-  c->left = n->left;
-  c->right = n->right;
-  c->parent = n->parent;
-  if (c->left)
-    c->left->parent = c;
-  if (c->right)
-    c->right->parent = c;
-  if (!n->parent)
-    h->min = c;
-  else if (n->parent->left == n)
-    n->parent->left = c;
-  else
-    n->parent->right = c;
-  for (;;) {
-    sluice__heap_node *s = c;
-    if (c->left && c->left->key < s->key)
-      s = c->left;
-    if (c->right && c->right->key < s->key)
-      s = c->right;
-    if (s == c)
-      break;
-    sluice__heap_swap(h, c, s);
+  sluice__heap_node *sub = sluice__heap_join_all(n->child);
+  if (n == h->min) {
+    h->min = sub;
+  } else {
+    /* Unlinked from its parent's list of children, then its children,
+     * joined, go back in at the root. */
+    if (n->prev->child == n)
+      n->prev->child = n->next;
+    else
+      n->prev->next = n->next;
+    if (n->next)
+      n->next->prev = n->prev;
+    h->min = sluice__heap_join(h->min, sub);
   }
-  while (c->parent && c->key < c->parent->key)
-    sluice__heap_swap(h, c->parent, c);
+  n->child = n->next = n->prev = NULL;
+  h->n--;
 }
 
 #endif

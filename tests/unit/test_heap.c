@@ -15,15 +15,21 @@
 
 #define N 500
 
-/* Checks the heap property and the parent links below n; returns the
- * subtree's node count. */
-static size_t check(const sluice__heap_node *n, const sluice__heap_node *up) {
+/* Checks the heap property and every link below n (n's children, each
+ * child's prev: the parent for the first one, the previous sibling for the
+ * others); returns the subtree's node count. */
+static size_t check(const sluice__heap_node *n) {
   if (!n)
     return 0;
-  assert_ptr_equal(n->parent, up);
-  if (up)
-    assert_true(up->key <= n->key);
-  return 1 + check(n->left, n) + check(n->right, n);
+  size_t count = 1;
+  const sluice__heap_node *prev = n;
+  for (const sluice__heap_node *c = n->child; c; c = c->next) {
+    assert_ptr_equal(c->prev, prev);
+    assert_true(n->key <= c->key);
+    count += check(c);
+    prev = c;
+  }
+  return count;
 }
 
 static uint64_t rnd(uint64_t *s) {
@@ -66,7 +72,8 @@ static void random_inserts_and_removals(void **state) {
     }
     assert_int_equal(h.n, count);
     if (step % 97 == 0)
-      assert_int_equal(check(h.min, NULL), count);
+      assert_true(!h.min || !h.min->prev);
+    assert_int_equal(check(h.min), count);
   }
   while (h.min) {
     uint64_t k = h.min->key;
@@ -88,7 +95,7 @@ static void increasing_keys_come_out_in_order(void **state) {
   /* A node in the middle leaves (a call that finished before its
    * deadline). */
   sluice__heap_remove(&h, &nodes[N / 2]);
-  assert_int_equal(check(h.min, NULL), N - 1);
+  assert_int_equal(check(h.min), N - 1);
   for (size_t i = 0; i < N; i++) {
     if (i == N / 2)
       continue;
