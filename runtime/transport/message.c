@@ -109,25 +109,25 @@ sluice__msg_to_buf(int compressed, int enc_ok, sluice_compression enc,
                    const uint8_t *data, size_t len, uint32_t max,
                    uint8_t *block, sluice_buf **out, char *err, size_t errlen) {
   *out = NULL;
-  if (!compressed && block) {
-    *out = sluice__buf_wrap(block, len);
-    if (*out)
-      return SLUICE_STATUS_OK;
-  }
-  sluice__bigbuf_put(block);
-  uint8_t *plain = NULL;
-  size_t plen = len;
-  if (compressed) {
+  if (!compressed) {
+    /* Reassembled: its block handed over; whole in one chunk: copied. */
+    *out = block ? sluice__buf_wrap(block, len) : sluice__buf_copy(data, len);
+    if (!*out)
+      sluice__bigbuf_put(block);
+  } else {
+    /* data may point into block: inflated before the block goes. The
+     * result has no room for a prefix in front, so it is copied. */
+    uint8_t *plain = NULL;
+    size_t plen = len;
     sluice_status_code code =
         inflate(enc_ok, enc, data, len, max, &plain, &plen, err, errlen);
+    if (code == SLUICE_STATUS_OK)
+      *out = sluice__buf_copy(plain, plen);
+    sluice__bigbuf_put(plain);
+    sluice__bigbuf_put(block);
     if (code != SLUICE_STATUS_OK)
       return code;
-    data = plain;
   }
-  /* A copy: the message was whole in one DATA chunk (small), or is the
-   * decompressed one, which has no room for a prefix in front. */
-  *out = sluice__buf_copy(data, plen);
-  sluice__bigbuf_put(plain);
   if (!*out) {
     snprintf(err, errlen, "out of memory for a received message");
     return SLUICE_STATUS_RESOURCE_EXHAUSTED;

@@ -624,6 +624,31 @@ static void test_raw_compression(void **state) {
   check_echo(r.msgs[0], 300000);
   rs_destroy(&r);
   assert_int_equal(atomic_load(&rs->compressed), 1);
+
+  /* Bytes that do not compress: the compressed message spans many DATA
+   * frames both ways, so each side inflates it out of the reassembly block
+   * it took over (which must outlive the inflating). */
+  sluice_buf *noise = NULL;
+  assert_int_equal(sluice_buf_new(200000, &noise), 0);
+  uint64_t seed = 0x9e3779b97f4a7c15u;
+  for (size_t i = 0; i < 200000; i++) {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    sluice_buf_data(noise)[i] = (uint8_t)seed;
+  }
+  uint8_t *want = malloc(200000);
+  memcpy(want, sluice_buf_data(noise), 200000);
+  rs_init(&r);
+  raw_unary(ch, ECHO, &o, noise, &r);
+  assert_int_equal(r.code, SLUICE_STATUS_OK);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.compressed, 1);
+  assert_int_equal(sluice_buf_len(r.msgs[0]), 200000);
+  assert_memory_equal(sluice_buf_data(r.msgs[0]), want, 200000);
+  rs_destroy(&r);
+  free(want);
+  assert_int_equal(atomic_load(&rs->compressed), 2);
   sluice_channel_del(ch);
   rsrv_free(rs);
 }
