@@ -54,7 +54,7 @@ static sluice_status_code start_message(sluice__deframer *d,
  * message spans chunks, so whole-in-one-chunk messages never allocate.
  * Called before any byte of the body is copied: nothing to keep. */
 static int reserve(sluice__deframer *d) {
-  if (d->cap >= d->len && d->buf)
+  if (d->cap >= d->len) /* cap is 0 without a buffer (also once taken) */
     return 0;
   sluice__bigbuf_put(d->buf);
   d->buf = sluice__bigbuf_get((size_t)d->len + SLUICE__FRAME_HEADER_LEN);
