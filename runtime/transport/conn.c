@@ -23,12 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "core/bigbuf.h"
 #include "sluice/status.h"
 #include "transport/addr.h"
+#include "transport/lend.h"
 #include "transport/scratch.h"
 #include "transport/tls.h"
 
@@ -323,17 +325,37 @@ static void read_input(sluice__conn *c) {
     sluice__scratch_give(SLUICE__SCRATCH_READ);
 }
 
-/* Sends len bytes of buf as far as the socket takes them now. Returns the
- * count sent (less than len: the socket is full), or -1 once closing. */
-static ssize_t send_some(sluice__conn *c, const uint8_t *buf, size_t len) {
+/* Sends the n buffers of iov (consumed as they go out) as far as the
+ * socket takes them now. Returns the count sent (less than all: the
+ * socket is full), or -1 once closing. */
+static ssize_t send_iov(sluice__conn *c, struct iovec *iov, int n) {
   size_t done = 0;
-  while (done < len) {
-    ssize_t n = send(c->fd, buf + done, len - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += (size_t)n;
+  while (n > 0) {
+    if (!iov->iov_len) {
+      iov++;
+      n--;
       continue;
     }
-    if (n == 0)
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = iov;
+    m.msg_iovlen = (size_t)n;
+    ssize_t k = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+    if (k > 0) {
+      done += (size_t)k;
+      for (size_t left = (size_t)k; left;) { /* drop what went */
+        size_t t = left < iov->iov_len ? left : iov->iov_len;
+        iov->iov_base = (uint8_t *)iov->iov_base + t;
+        iov->iov_len -= t;
+        left -= t;
+        if (!iov->iov_len) {
+          iov++;
+          n--;
+        }
+      }
+      continue;
+    }
+    if (k == 0)
       break; /* wait for the socket */
     if (errno == EINTR)
       continue;
@@ -343,6 +365,11 @@ static ssize_t send_some(sluice__conn *c, const uint8_t *buf, size_t len) {
     return -1;
   }
   return (ssize_t)done;
+}
+
+static ssize_t send_some(sluice__conn *c, const uint8_t *buf, size_t len) {
+  struct iovec iov = {(void *)buf, len};
+  return send_iov(c, &iov, 1);
 }
 
 /* Writes what an earlier batch left in pend. Returns 0 (all written, or
@@ -463,66 +490,182 @@ void sluice__conn_want_write(sluice__conn *c) {
     sluice__loop_defer(c->loop, &c->flush_task);
 }
 
-/* One write batch being built: the thread's write scratch buffer, or heap
- * memory when a callback of this flush flushes too, or when a frame does
- * not fit. */
+/* One write batch being built. Its bytes, in order, are segments: runs of
+ * the batch's own buffer (nghttp2's frames, DATA frame headers, small
+ * payloads: the thread's write scratch buffer, or heap memory when a
+ * callback of this flush flushes too, or when a frame does not fit) and,
+ * in plaintext, large DATA payloads lent where they lie in the calls' send
+ * queues (transport/lend.h), which sendmsg writes without a copy. Over TLS
+ * everything is copied: the engine encrypts one contiguous batch. */
+#define BATCH_SEGS 64 /* segments per batch (an iovec each) */
+#define LEND_MIN                                                               \
+  2048 /* smaller pieces are copied: an iovec entry and the                    \
+          bookkeeping cost more than the copy */
+
+typedef struct {
+  const uint8_t *p; /* lent bytes, or NULL: the next len of buf */
+  size_t len;
+} seg;
+
 typedef struct sluice__conn_batch {
   uint8_t *buf;
-  size_t len, cap;
+  size_t ilen, cap; /* bytes in buf, its size */
+  size_t len;       /* bytes in the batch: buf's and the lent ones */
   int heap;
+  int lend; /* payloads may be lent (plaintext) */
+  unsigned nsegs;
+  seg segs[BATCH_SEGS];
 } batch;
 
-static int batch_open(batch *b) {
-  b->len = 0;
+static int batch_open(batch *b, int lend) {
+  b->ilen = b->len = 0;
+  b->nsegs = 0;
+  b->lend = lend;
   b->cap = SLUICE__SCRATCH_WRITE_SIZE;
   b->buf = sluice__scratch_take(SLUICE__SCRATCH_WRITE);
   b->heap = !b->buf;
   if (b->heap && !(b->buf = sluice__bigbuf_get(b->cap)))
     return -1;
+  if (lend)
+    sluice__lend_enter();
   return 0;
 }
 
+/* After the batch was written or copied aside: the buffers its queues
+ * freed meanwhile go now. */
 static void batch_close(batch *b) {
   if (b->heap)
     sluice__bigbuf_put(b->buf);
   else
     sluice__scratch_give(SLUICE__SCRATCH_WRITE);
   b->buf = NULL;
+  if (b->lend)
+    sluice__lend_leave();
 }
 
-/* Room for n more bytes at the end of b, or NULL when out of memory. */
+/* Room for n more bytes at the end of b's buffer, or NULL when out of
+ * memory. */
 static uint8_t *batch_reserve(batch *b, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->len + n;
+  if (b->ilen + n > b->cap) {
+    size_t cap = b->ilen + n;
     uint8_t *nb = sluice__bigbuf_get(cap);
     if (!nb)
       return NULL;
-    memcpy(nb, b->buf, b->len);
-    batch_close(b);
+    memcpy(nb, b->buf, b->ilen);
+    if (b->heap)
+      sluice__bigbuf_put(b->buf);
+    else
+      sluice__scratch_give(SLUICE__SCRATCH_WRITE);
     b->buf = nb;
     b->cap = cap;
     b->heap = 1;
   }
-  return b->buf + b->len;
+  return b->buf + b->ilen;
 }
 
-uint8_t *sluice__conn_frame_space(sluice__conn *c, size_t n, int *err) {
+/* The n bytes written at batch_reserve are part of the batch. A lent
+ * segment always leaves a place for the run after it (batch_piece). */
+static void batch_commit(batch *b, size_t n) {
+  if (!n)
+    return;
+  b->ilen += n;
+  b->len += n;
+  if (!b->lend)
+    return;
+  if (b->nsegs && !b->segs[b->nsegs - 1].p) {
+    b->segs[b->nsegs - 1].len += n;
+  } else {
+    b->segs[b->nsegs].p = NULL;
+    b->segs[b->nsegs++].len = n;
+  }
+}
+
+/* Appends n bytes from p; 0 or -1 when out of memory. */
+static int batch_copy(batch *b, const uint8_t *p, size_t n) {
+  uint8_t *dst = batch_reserve(b, n);
+  if (!dst)
+    return -1;
+  memcpy(dst, p, n);
+  batch_commit(b, n);
+  return 0;
+}
+
+/* A DATA payload piece from a send queue (sluice__sendq_piece_fn): lent
+ * when large and the batch and the scope have room, copied otherwise. */
+static int batch_piece(void *ud, const uint8_t *p, size_t n, int may_lend) {
+  batch *b = ud;
+  if (may_lend && b->lend && n >= LEND_MIN && b->nsegs + 2 <= BATCH_SEGS &&
+      sluice__lend_reserve()) {
+    b->segs[b->nsegs].p = p;
+    b->segs[b->nsegs++].len = n;
+    b->len += n;
+    return 1;
+  }
+  return batch_copy(b, p, n);
+}
+
+/* The batch as an iovec (at most BATCH_SEGS entries). */
+static int batch_iov(const batch *b, struct iovec *iov) {
+  if (!b->lend) {
+    iov[0].iov_base = b->buf;
+    iov[0].iov_len = b->ilen;
+    return 1;
+  }
+  size_t at = 0;
+  for (unsigned i = 0; i < b->nsegs; i++) {
+    const seg *s = &b->segs[i];
+    iov[i].iov_base = (void *)(s->p ? s->p : b->buf + at);
+    iov[i].iov_len = s->len;
+    if (!s->p)
+      at += s->len;
+  }
+  return (int)b->nsegs;
+}
+
+int sluice__conn_frame_data(sluice__conn *c, const uint8_t *hd, size_t pad,
+                            sluice__sendq *q, size_t length, int *ready) {
   /* nghttp2 writes every DATA frame the windows allow inside one
    * mem_send call (it returns only for frames it serialised itself), so
    * the batch bound is enforced here: a full batch says WOULDBLOCK, the
    * frame stays nghttp2's next item and goes out in the next flush. */
-  if (!c->batch || c->batch->len >= SLUICE__CONN_WBUF_MAX) {
-    *err = NGHTTP2_ERR_WOULDBLOCK;
-    return NULL;
+  batch *b = c->batch;
+  *ready = 0;
+  if (!b || b->len >= SLUICE__CONN_WBUF_MAX)
+    return NGHTTP2_ERR_WOULDBLOCK;
+  /* Padding is never asked for; written as the callback's contract says
+   * should a peer-independent default ever add it. */
+  uint8_t head[10];
+  memcpy(head, hd, 9);
+  size_t hl = 9;
+  if (pad > 0)
+    head[hl++] = (uint8_t)(pad - 1);
+  /* Where the frame starts, to take it back out. */
+  size_t ilen = b->ilen, len = b->len;
+  unsigned nsegs = b->nsegs;
+  size_t last = nsegs ? b->segs[nsegs - 1].len : 0;
+  if (batch_copy(b, head, hl) != 0)
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  size_t got = 0;
+  sluice__sendq_lend(q, length, batch_piece, b, &got, ready);
+  if (got != length) {
+    /* Dropped since the frame was sized (an abort, which resets the
+     * stream anyway), or no memory: nghttp2 resets the stream, nothing of
+     * the frame may stay in the batch. */
+    b->ilen = ilen;
+    b->len = len;
+    b->nsegs = nsegs;
+    if (nsegs)
+      b->segs[nsegs - 1].len = last;
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   }
-  uint8_t *p = batch_reserve(c->batch, n);
-  if (!p)
-    *err = NGHTTP2_ERR_CALLBACK_FAILURE;
-  return p;
-}
-
-void sluice__conn_frame_commit(sluice__conn *c, size_t n) {
-  c->batch->len += n;
+  if (pad > 1) {
+    uint8_t *z = batch_reserve(b, pad - 1);
+    if (!z)
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    memset(z, 0, pad - 1);
+    batch_commit(b, pad - 1);
+  }
+  return 0;
 }
 
 int sluice__conn_yield(sluice__conn *c, int32_t id) {
@@ -572,14 +715,11 @@ static int gather(sluice__conn *c, batch *b) {
       break;
     }
     /* nghttp2 hands out one frame per call, valid until the next. */
-    uint8_t *dst = batch_reserve(b, (size_t)n);
-    if (!dst) {
+    if (batch_copy(b, data, (size_t)n) != 0) {
       sluice__conn_close(c, "out of memory");
       rv = -1;
       break;
     }
-    memcpy(dst, data, (size_t)n);
-    b->len += (size_t)n;
     if (c->closing) {
       rv = -1;
       break;
@@ -603,7 +743,7 @@ static int fill_tls(sluice__conn *c, batch *b) {
       return -1;
     }
   }
-  b->len = sluice__tls_take(c->tls, b->buf, b->cap);
+  b->ilen = b->len = sluice__tls_take(c->tls, b->buf, b->cap);
   return 0;
 }
 
@@ -623,7 +763,7 @@ void sluice__conn_flush(sluice__conn *c) {
   if (!c->tls && !c->session)
     return;
   batch b;
-  if (batch_open(&b) != 0) {
+  if (batch_open(&b, !c->tls) != 0) {
     sluice__conn_close(c, "out of memory");
     return;
   }
@@ -636,9 +776,11 @@ void sluice__conn_flush(sluice__conn *c) {
     check_done(c);
     return;
   }
-  /* Most writes complete at once; the rest is copied aside and waits for
-   * the socket. */
-  ssize_t n = send_some(c, b.buf, b.len);
+  /* Most writes complete at once; the rest is copied aside (the lent
+   * buffers may go when the batch closes) and waits for the socket. */
+  struct iovec iov[BATCH_SEGS];
+  int niov = batch_iov(&b, iov);
+  ssize_t n = send_iov(c, iov, niov);
   if (n >= 0 && (size_t)n < b.len) {
     size_t rest = b.len - (size_t)n;
     if (!(c->pend = sluice__bigbuf_get(rest))) {
@@ -646,7 +788,11 @@ void sluice__conn_flush(sluice__conn *c) {
       sluice__conn_close(c, "out of memory");
       return;
     }
-    memcpy(c->pend, b.buf + n, rest);
+    size_t at = 0;
+    for (int i = 0; i < niov; i++) {
+      memcpy(c->pend + at, iov[i].iov_base, iov[i].iov_len);
+      at += iov[i].iov_len;
+    }
     c->pend_len = rest;
     c->pend_sent = 0;
   }

@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "core/loop.h"
+#include "transport/sendq.h"
 
 #define SLUICE__CONN_WBUF_MAX (256 * 1024)
 /* A lingering close (sluice__conn_linger_close) reads and drops input for
@@ -100,14 +101,17 @@ static inline size_t sluice__copy_next(const uint8_t *src, size_t len,
 }
 
 /* While a flush gathers nghttp2's output (nghttp2's send_data callback,
- * transport/stream.c): room for n more bytes at the end of the batch.
- * Returns where to write them (then sluice__conn_frame_commit), or NULL
- * with *err NGHTTP2_ERR_WOULDBLOCK (no batch is being gathered: nghttp2
- * retries at the next flush) or NGHTTP2_ERR_CALLBACK_FAILURE (no memory). */
-uint8_t *sluice__conn_frame_space(sluice__conn *c, size_t n, int *err);
-
-/* The n bytes written at sluice__conn_frame_space are part of the batch. */
-void sluice__conn_frame_commit(sluice__conn *c, size_t n);
+ * transport/stream.c): one DATA frame into the batch, its 9-byte header
+ * hd, the padding nghttp2 asked for (pad, as in its frame) and length
+ * payload bytes from q. In plaintext large payload pieces are lent, not
+ * copied (sluice__sendq_lend, transport/lend.h): sendmsg writes them from
+ * the queue's buffers. Returns 0 (*ready as sluice__sendq_read says),
+ * NGHTTP2_ERR_WOULDBLOCK (no batch is being gathered, or it is full:
+ * nghttp2 retries at the next flush), NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
+ * (q held fewer bytes: dropped since the frame was sized; nothing of the
+ * frame is in the batch) or NGHTTP2_ERR_CALLBACK_FAILURE (no memory). */
+int sluice__conn_frame_data(sluice__conn *c, const uint8_t *hd, size_t pad,
+                            sluice__sendq *q, size_t length, int *ready);
 
 /* Loop thread, from the data provider of stream id, which is about to say
  * NGHTTP2_ERR_DEFERRED with data still queued: it gives up its turn, and

@@ -5,6 +5,7 @@
 
 #include "core/bigbuf.h"
 #include "sluice/status.h"
+#include "transport/lend.h"
 
 int sluice__sendq_init(sluice__sendq *q, size_t bound) {
   q->head = q->tail = NULL;
@@ -22,9 +23,13 @@ int sluice__sendq_init(sluice__sendq *q, size_t bound) {
 }
 
 static void free_list(sluice__sendq *q, sluice__sendbuf *b) {
+  uint64_t epoch = sluice__lend_epoch();
   while (b) {
     sluice__sendbuf *next = b->next;
-    sluice__bigbuf_put(b->data);
+    if (epoch && b->lent == epoch)
+      sluice__lend_keep(b->data); /* a batch still refers to it */
+    else
+      sluice__bigbuf_put(b->data);
     if (b != &q->first)
       free(b);
     b = next;
@@ -73,6 +78,7 @@ int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len, int force,
   b->data = data;
   b->len = len;
   b->sent = 0;
+  b->lent = 0;
   if (q->tail)
     q->tail->next = b;
   else
@@ -172,17 +178,23 @@ static sluice__sendq_state state_after(sluice__sendq *q, int empty,
   return SLUICE__SENDQ_DATA;
 }
 
-sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
-                                       size_t cap, size_t *n, int *ready) {
+sluice__sendq_state sluice__sendq_lend(sluice__sendq *q, size_t cap,
+                                       sluice__sendq_piece_fn fn, void *ud,
+                                       size_t *n, int *ready) {
   size_t got = 0;
   sluice__sendbuf *done = NULL, **done_tail = &done;
   uv_mutex_lock(&q->mu);
+  uint64_t epoch = q->retain_limit ? 0 : sluice__lend_epoch();
   while (q->head && got < cap) {
     sluice__sendbuf *b = q->head;
     size_t take = b->len - b->sent;
     if (take > cap - got)
       take = cap - got;
-    memcpy(dst + got, b->data + b->sent, take);
+    int lent = fn(ud, b->data + b->sent, take, epoch != 0);
+    if (lent < 0)
+      break;
+    if (lent)
+      b->lent = epoch;
     b->sent += take;
     got += take;
     if (b->sent == b->len) {
@@ -197,7 +209,7 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
           q->sent_head = b;
         q->sent_tail = b;
       } else {
-        *done_tail = b; /* freed outside the lock */
+        *done_tail = b; /* freed (or kept, when lent) outside the lock */
         done_tail = &b->next;
       }
     }
@@ -214,6 +226,25 @@ sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
   free_list(q, done);
   *n = got;
   return st;
+}
+
+typedef struct {
+  uint8_t *dst;
+  size_t at;
+} copy_to;
+
+static int copy_piece(void *ud, const uint8_t *p, size_t n, int may_lend) {
+  (void)may_lend;
+  copy_to *c = ud;
+  memcpy(c->dst + c->at, p, n);
+  c->at += n;
+  return 0;
+}
+
+sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
+                                       size_t cap, size_t *n, int *ready) {
+  copy_to c = {dst, 0};
+  return sluice__sendq_lend(q, cap, copy_piece, &c, n, ready);
 }
 
 sluice__sendq_state sluice__sendq_peek(sluice__sendq *q, size_t cap,

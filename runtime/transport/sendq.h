@@ -19,6 +19,8 @@ typedef struct sluice__sendbuf {
   struct sluice__sendbuf *next;
   uint8_t *data; /* [5-byte prefix | message], malloc'd, owned */
   size_t len, sent;
+  uint64_t lent; /* lend epoch in which a piece of data was last lent
+                    (transport/lend.h), 0 never */
 } sluice__sendbuf;
 
 typedef struct sluice__sendq {
@@ -108,6 +110,23 @@ typedef enum {
  * the count in *n. *ready is set when a refused producer may push again. */
 sluice__sendq_state sluice__sendq_read(sluice__sendq *q, uint8_t *dst,
                                        size_t cap, size_t *n, int *ready);
+
+/* Takes one piece of the queue: p, n bytes inside the queued buffer. With
+ * may_lend set it may keep referring to p instead of copying it (returns
+ * 1) until the calling thread's lend scope closes; otherwise it copies the
+ * bytes and returns 0. -1: it could take them neither way (no memory). */
+typedef int (*sluice__sendq_piece_fn)(void *ud, const uint8_t *p, size_t n,
+                                      int may_lend);
+
+/* Loop thread, data provider: as sluice__sendq_read, handing up to cap
+ * bytes to fn piece by piece (one per queued buffer touched) under the
+ * queue's lock. Pieces may be lent only inside a lend scope and never from
+ * a queue with a retain limit (its buffers may be freed by a producer's
+ * thread, which no scope of the loop thread covers). *n counts the bytes
+ * taken, up to the piece fn failed on. */
+sluice__sendq_state sluice__sendq_lend(sluice__sendq *q, size_t cap,
+                                       sluice__sendq_piece_fn fn, void *ud,
+                                       size_t *n, int *ready);
 
 /* Loop thread, data provider of a DATA frame sent without a copy into
  * nghttp2 (NGHTTP2_DATA_FLAG_NO_COPY): how many of the next cap bytes the

@@ -63,31 +63,11 @@ int sluice__stream_send_data(nghttp2_session *session, nghttp2_frame *frame,
   sluice__stream *s = source->ptr;
   if (!s->conn) /* detached: the stream is ending; reset it, not the link */
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  /* Padding is never asked for; written as the callback's contract says
-   * should a peer-independent default ever add it. */
-  size_t pad = frame->data.padlen;
-  size_t total = 9 + (pad > 0 ? 1 : 0) + length + (pad > 1 ? pad - 1 : 0);
-  int err = 0;
-  uint8_t *dst = sluice__conn_frame_space(s->conn, total, &err);
-  if (!dst)
-    return err;
-  memcpy(dst, framehd, 9);
-  size_t at = 9;
-  if (pad > 0)
-    dst[at++] = (uint8_t)(pad - 1);
-  size_t got = 0;
   int ready = 0;
-  sluice__sendq_read(s->sendq, dst + at, length, &got, &ready);
-  /* Dropped since the frame was sized (an abort, which resets the stream
-   * anyway): nghttp2 resets it, nothing of it reaches the batch. */
-  if (got != length)
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  at += length;
-  if (pad > 1) {
-    memset(dst + at, 0, pad - 1);
-    at += pad - 1;
-  }
-  sluice__conn_frame_commit(s->conn, at);
+  int err = sluice__conn_frame_data(s->conn, framehd, frame->data.padlen,
+                                    s->sendq, length, &ready);
+  if (err)
+    return err;
   s->run += (uint32_t)length;
   if (s->ops && s->ops->on_read)
     s->ops->on_read(s, length, ready);

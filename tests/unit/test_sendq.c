@@ -1,7 +1,8 @@
 /* transport/sendq.c: the bounded send queue of one call: the inline first
  * node, reads across buffers, FULL and the ready signal, force, close and
- * abort, the data provider's DEFERRED, retained buffers and rewind, and a
- * producer thread against a reader. */
+ * abort, the data provider's DEFERRED, retained buffers and rewind, a
+ * producer thread against a reader, and pieces lent to a write batch
+ * (transport/lend.h) outliving the queue's frees until the scope closes. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,8 @@
 
 #include <sluice/status.h>
 
+#include "core/bigbuf.h"
+#include "transport/lend.h"
 #include "transport/sendq.h"
 
 /* A malloc'd buffer of len bytes: seed, seed+1, ... */
@@ -446,6 +449,186 @@ static void producer_thread(void **state) {
   sluice__sendq_destroy(&q);
 }
 
+/* --- lending (sluice__sendq_lend, transport/lend.h) ---------------------- */
+
+/* Large enough for the big-buffer cache, which makes a free observable:
+ * sluice__bigbuf_put caches a block of this size. */
+#define BIG (80 * 1024)
+
+typedef struct {
+  const uint8_t *p[8];
+  size_t n[8];
+  int count;
+  int lend;   /* lend when allowed */
+  int may[8]; /* what the queue allowed */
+} pieces;
+
+static int take_piece(void *ud, const uint8_t *p, size_t n, int may_lend) {
+  pieces *c = ud;
+  assert_true(c->count < 8);
+  c->p[c->count] = p;
+  c->n[c->count] = n;
+  c->may[c->count++] = may_lend;
+  /* As the write batch does: a place for the block is reserved first. */
+  return c->lend && may_lend && sluice__lend_reserve() ? 1 : 0;
+}
+
+static size_t cached(void) {
+  size_t blocks, bytes;
+  sluice__bigbuf_stats(&blocks, &bytes);
+  return blocks;
+}
+
+static size_t lend(sluice__sendq *q, size_t cap, pieces *c) {
+  size_t n = 0;
+  int ready;
+  sluice__sendq_lend(q, cap, take_piece, c, &n, &ready);
+  return n;
+}
+
+/* The bytes of a lent piece still hold the pattern buf() wrote (under
+ * ASan a freed block would be reported here). */
+static void check_piece(const uint8_t *p, size_t n, size_t offset,
+                        uint8_t seed) {
+  for (size_t i = 0; i < n; i += 997)
+    assert_int_equal(p[i], (uint8_t)(seed + offset + i));
+}
+
+static void lend_needs_a_scope(void **state) {
+  (void)state;
+  sluice__bigbuf_drain();
+  sluice__sendq q;
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  push_ok(&q, BIG, 1, 0);
+  pieces c = {.lend = 1};
+  assert_int_equal(sluice__lend_epoch(), 0);
+  assert_int_equal(sluice__lend_reserve(), 0);
+  assert_int_equal(lend(&q, 1000, &c), 1000);
+  assert_int_equal(c.count, 1);
+  assert_false(c.may[0]); /* outside a scope: copy */
+  sluice__sendq_destroy(&q);
+  assert_int_equal(cached(), 1); /* freed at once */
+  sluice__bigbuf_drain();
+}
+
+static void lent_buffers_outlive_abort(void **state) {
+  (void)state;
+  sluice__bigbuf_drain();
+  sluice__sendq q;
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  push_ok(&q, BIG, 1, 0);
+  push_ok(&q, BIG, 2, 0);
+  push_ok(&q, BIG, 3, 0);
+  sluice__lend_enter();
+  assert_true(sluice__lend_epoch() != 0);
+  pieces c = {.lend = 1};
+  /* All of the first buffer (it leaves the queue: freed by the queue,
+   * kept by the scope) and part of the second (still queued). */
+  assert_int_equal(lend(&q, BIG + 100, &c), BIG + 100);
+  assert_int_equal(c.count, 2);
+  assert_true(c.may[0] && c.may[1]);
+  assert_int_equal(cached(), 0);
+  /* The call ends inside the gather: everything queued is dropped. */
+  sluice__sendq_abort(&q);
+  sluice__sendq_destroy(&q);
+  /* The third buffer, never lent, went at once; the lent two are kept. */
+  assert_int_equal(cached(), 1);
+  check_piece(c.p[0], c.n[0], 0, 1);
+  check_piece(c.p[1], c.n[1], 0, 2);
+  sluice__lend_leave();
+  assert_int_equal(sluice__lend_epoch(), 0);
+  assert_int_equal(cached(), 3);
+  sluice__bigbuf_drain();
+}
+
+static void retained_lent_buffers_outlive_destroy(void **state) {
+  (void)state;
+  sluice__bigbuf_drain();
+  sluice__sendq q;
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  sluice__sendq_retain(&q);
+  push_ok(&q, BIG, 7, 0);
+  sluice__lend_enter();
+  pieces c = {.lend = 1};
+  assert_int_equal(lend(&q, BIG, &c), BIG); /* sent and retained */
+  assert_true(c.may[0]);
+  sluice__sendq_destroy(&q);
+  assert_int_equal(cached(), 0);
+  check_piece(c.p[0], c.n[0], 0, 7);
+  sluice__lend_leave();
+  assert_int_equal(cached(), 1);
+  sluice__bigbuf_drain();
+}
+
+/* A retry buffer's queue frees on the producer's thread when it overflows,
+ * which no lend scope covers: it never lends. */
+static void retain_limit_never_lends(void **state) {
+  (void)state;
+  sluice__sendq q;
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  sluice__sendq_retain_upto(&q, 4 * BIG);
+  push_ok(&q, BIG, 1, 0);
+  sluice__lend_enter();
+  pieces c = {.lend = 1};
+  assert_int_equal(lend(&q, 100, &c), 100);
+  assert_false(c.may[0]);
+  sluice__lend_leave();
+  sluice__sendq_destroy(&q);
+  sluice__bigbuf_drain();
+}
+
+/* What was lent in an earlier scope is no longer referred to (the batch
+ * was written or copied aside): freed at once. Nested scopes share the
+ * outermost one's epoch and free at its close. */
+static void scopes_epochs_and_nesting(void **state) {
+  (void)state;
+  sluice__bigbuf_drain();
+  sluice__sendq q;
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  push_ok(&q, BIG, 1, 0);
+  sluice__lend_enter();
+  pieces c = {.lend = 1};
+  assert_int_equal(lend(&q, 100, &c), 100);
+  sluice__lend_leave();
+  sluice__lend_enter();
+  sluice__sendq_abort(&q); /* lent in the previous scope: freed now */
+  assert_int_equal(cached(), 1);
+  sluice__lend_leave();
+  sluice__sendq_destroy(&q);
+  sluice__bigbuf_drain();
+
+  assert_int_equal(sluice__sendq_init(&q, 0), 0);
+  push_ok(&q, BIG, 4, 0);
+  sluice__lend_enter();
+  uint64_t outer = sluice__lend_epoch();
+  sluice__lend_enter(); /* a callback of the gather flushes another */
+  assert_true(sluice__lend_epoch() == outer);
+  pieces d = {.lend = 1};
+  assert_int_equal(lend(&q, 100, &d), 100);
+  sluice__sendq_abort(&q);
+  sluice__lend_leave(); /* inner: nothing freed yet */
+  assert_int_equal(cached(), 0);
+  check_piece(d.p[0], d.n[0], 0, 4);
+  sluice__lend_leave();
+  assert_int_equal(cached(), 1);
+  sluice__sendq_destroy(&q);
+  sluice__bigbuf_drain();
+}
+
+/* A scope keeps at most SLUICE__LEND_MAX buffers: past that the batch
+ * copies (sluice__lend_reserve says no). */
+static void reserve_is_bounded(void **state) {
+  (void)state;
+  sluice__lend_enter();
+  for (int i = 0; i < SLUICE__LEND_MAX; i++)
+    assert_int_equal(sluice__lend_reserve(), 1);
+  assert_int_equal(sluice__lend_reserve(), 0);
+  sluice__lend_leave();
+  sluice__lend_enter(); /* a new scope starts empty */
+  assert_int_equal(sluice__lend_reserve(), 1);
+  sluice__lend_leave();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(unary_first_node),
@@ -460,6 +643,12 @@ int main(void) {
       cmocka_unit_test(rewind_partial),
       cmocka_unit_test(rewind_without_retain),
       cmocka_unit_test(producer_thread),
+      cmocka_unit_test(lend_needs_a_scope),
+      cmocka_unit_test(lent_buffers_outlive_abort),
+      cmocka_unit_test(retained_lent_buffers_outlive_destroy),
+      cmocka_unit_test(retain_limit_never_lends),
+      cmocka_unit_test(scopes_epochs_and_nesting),
+      cmocka_unit_test(reserve_is_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
