@@ -30,6 +30,7 @@ static void on_wait_timer_closed(uv_handle_t *h) {
 }
 
 int sluice__picker_close(sluice__picker *p) {
+  sluice__lb_free(&p->lb);
   free(p->views);
   p->views = NULL;
   p->views_cap = p->views_n = 0;
@@ -194,27 +195,18 @@ static int usable_now(const sluice__subchannel *sc) {
          sluice__subchannel_healthy(sc);
 }
 
-static void set_usable(sluice__picker *p, sluice__subchannel *sc, int usable) {
-  if (usable == sc->lb.usable)
-    return;
-  sc->lb.usable = usable;
-  if (usable)
-    p->n_usable++;
-  else
-    p->n_usable--;
-  sluice__lb_changed(&p->lb); /* a remembered saturation is stale */
-}
-
 void sluice__picker_dests_changed(sluice__picker *p) { p->views_stale = 1; }
 
 void sluice__picker_refresh(sluice__picker *p, sluice__subchannel *sc) {
-  set_usable(p, sc, usable_now(sc));
+  int usable = usable_now(sc);
+  if (usable != sc->lb.usable)
+    sluice__lb_set_usable(&p->lb, &sc->lb, usable);
 }
 
-/* After a change of the set of subchannels: the strategy's array and
- * every usable flag, from scratch (O(n), once per change of the set; a
- * pass does not look at the subchannels that did not change). Returns 0,
- * or -1 without memory. */
+/* After a change of the set of subchannels: the balancer's table (and
+ * its compact records) and every usable flag, from scratch (O(n), once per
+ * change of the set; a pass does not look at the subchannels that did not
+ * change). Returns 0, or -1 without memory. */
 static int rebuild_views(sluice__picker *p, sluice__subchannel **scs,
                          size_t n) {
   if (p->views_cap < n) {
@@ -224,20 +216,15 @@ static int rebuild_views(sluice__picker *p, sluice__subchannel **scs,
     p->views = v;
     p->views_cap = n;
   }
-  size_t usable = 0;
   for (size_t i = 0; i < n; i++) {
     sluice__subchannel *sc = scs[i];
-    if (usable_now(sc) != sc->lb.usable) {
-      sc->lb.usable = !sc->lb.usable;
-      sluice__lb_changed(&p->lb);
-    }
-    usable += (size_t)sc->lb.usable;
+    sc->lb.usable = usable_now(sc);
     p->views[i] = &sc->lb;
   }
-  p->n_usable = usable;
+  if (sluice__lb_set_dests(&p->lb, p->views, n) != 0)
+    return -1;
   p->views_n = n;
   p->views_stale = 0;
-  sluice__lb_changed(&p->lb); /* indexes moved */
   return 0;
 }
 
@@ -263,18 +250,17 @@ static sluice__lb_verdict decide(sluice__picker *p, sluice__subchannel **scs,
         ;
     /* Another usable destination: n_usable counts this one too if it is
      * usable. */
-    if (i < n && scs[i]->lb.usable && p->n_usable > 1)
+    if (i < n && scs[i]->lb.usable && p->lb.n_usable > 1)
       avoid = scs[i];
   }
   if (avoid)
-    avoid->lb.usable = 0;
+    sluice__lb_set_usable(&p->lb, &avoid->lb, 0);
+  /* n == 0: an idle pass; the table may still list a removed set. */
   sluice__lb_verdict v =
-      sluice__lb_pick(&p->lb, p->views, n, &pk->lbc, t0, &idx);
-  if (avoid) {
-    avoid->lb.usable = 1;
-    /* What this pick found without it says nothing of the next one. */
-    sluice__lb_changed(&p->lb);
-  }
+      n ? sluice__lb_pick(&p->lb, &pk->lbc, t0, &idx) : SLUICE__LB_NONE;
+  /* Restored, it also forgets what this pick found without it. */
+  if (avoid)
+    sluice__lb_set_usable(&p->lb, &avoid->lb, 1);
   uint64_t t1 = sluice_now_ns();
   *now = t1;
   if (v == SLUICE__LB_PICKED) {

@@ -81,12 +81,12 @@ typedef struct sluice__picker {
   int wait_timer_open, wait_timer_on;
   const sluice_method_desc *paths[SLUICE__LB_MAX_PATHS];
   size_t n_paths;
-  /* The strategy's array: &scs[i]->lb for the channel's subchannels,
-   * rebuilt only when the set changes (sluice__picker_dests_changed). */
+  /* &scs[i]->lb for the channel's subchannels, rebuilt only when the set
+   * changes (sluice__picker_dests_changed), and handed to the balancer
+   * (sluice__lb_set_dests: its table, which also counts the usable). */
   sluice__lb_dest **views;
   size_t views_cap, views_n;
   int views_stale;
-  size_t n_usable; /* of them, usable (the flags the picker set) */
   uint64_t dropped[SLUICE__N_DROPS];
   /* lb.pressure as double bits for other threads (sluice__picker_pressure);
    * kept only once the channel is inside a chain (lb.inner). */

@@ -117,11 +117,7 @@ static void conn_ready(sluice__cconn *c, void *ud) {
     /* A destination that came back is a new server as far as the balancer
      * knows: what was measured before it went away (latency, rate, limits,
      * state) would keep it from being used again. Counters stay. */
-    sluice__lb_stats keep = sc->lb.stats;
-    int usable = sc->lb.usable; /* the picker's, which counts the usable */
-    sluice__lb_dest_init(sc->env->lb, &sc->lb, sluice_now_ns());
-    sc->lb.stats = keep;
-    sc->lb.usable = usable;
+    sluice__lb_dest_reset(sc->env->lb, &sc->lb, sluice_now_ns());
   }
   sc->ever_ready = 1;
   if (sc->env->health_service) {

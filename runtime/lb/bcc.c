@@ -151,11 +151,9 @@ static void bcc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
   d->limit = clamp_limit(lb, limit);
 }
 
-static sluice__lb_verdict bcc_pick(sluice__lb *lb,
-                                   sluice__lb_dest *const *dests, size_t n,
-                                   const sluice__lb_call *call, uint64_t now,
-                                   size_t *chosen) {
-  return sluice__lb_pick_least(lb, dests, n, call, now, NULL, chosen);
+static sluice__lb_verdict bcc_pick(sluice__lb *lb, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen) {
+  return sluice__lb_pick_least(lb, call, now, chosen);
 }
 
 static const char *bcc_state_name(const sluice__lb_dest *d) {

@@ -387,24 +387,24 @@ static void btc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
     evaluate(lb, d, sluice__lb_path(call), pressure, now);
 }
 
-/* Unstable, and measured lately. A saturated destination that no longer
- * gets calls (pick prefers the others) completes none, so its state is
- * not evaluated again: after the hold time without a closed window the
- * mark lapses and the destination is tried again like the others, which
+/* Unstable, and measured lately: saturated until the hold time after the
+ * window that classified it. A saturated destination that no longer gets
+ * calls (pick prefers the others) completes none, so its state is not
+ * evaluated again: after the hold time without a closed window the mark
+ * lapses and the destination is tried again like the others, which
  * re-measures it (a destination that failed every call gets about one
  * call per hold time). */
-static int saturated(const sluice__lb *lb, const sluice__lb_dest *d,
-                     uint64_t now) {
-  return unstable(d->state) &&
-         now - d->est.win_start_ns < BTC_HOLD_DWELLS * lb->cfg.btc_dwell_ns;
+static uint64_t btc_demoted_until(const sluice__lb *lb,
+                                  const sluice__lb_dest *d) {
+  return unstable(d->state)
+             ? d->est.win_start_ns + BTC_HOLD_DWELLS * lb->cfg.btc_dwell_ns
+             : 0;
 }
 
-static sluice__lb_verdict btc_pick(sluice__lb *lb,
-                                   sluice__lb_dest *const *dests, size_t n,
-                                   const sluice__lb_call *call, uint64_t now,
-                                   size_t *chosen) {
-  /* Least loaded, saturated destinations last. */
-  return sluice__lb_pick_least(lb, dests, n, call, now, saturated, chosen);
+static sluice__lb_verdict btc_pick(sluice__lb *lb, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen) {
+  /* Least loaded, saturated destinations last (btc_demoted_until). */
+  return sluice__lb_pick_least(lb, call, now, chosen);
 }
 
 static const char *btc_state_name(const sluice__lb_dest *d) {
@@ -419,6 +419,7 @@ const sluice__lb_ops sluice__lb_btc = {
     .name = "btc",
     .dest_init = btc_dest_init,
     .pick = btc_pick,
+    .demoted_until = btc_demoted_until,
     .on_complete = btc_on_complete,
     .state_name = btc_state_name,
 };

@@ -57,13 +57,14 @@
  * failures, for longer.
  *
  * pick(): while nothing is ejected or suspect (lb->eject_check == 0) it
- * is the strategy's pick after one test. Otherwise it hands the strategy
- * the usable destinations that are not ejected (an array on the stack up
- * to PICK_STACK destinations, allocated beyond), and maps the choice
- * back; when every usable destination is ejected, the strategy chooses
- * among all of them: ejection never makes a call fail with "no
- * destination" -- it fails, if it must, with the destination's own
- * status. */
+ * is the strategy's pick after one test. Otherwise a pass over the table
+ * restarts the destinations whose ejection ended and decides the
+ * suspects; the strategy then leaves the ejected destinations out
+ * (sluice__lb_candidate, from their compact records) -- unless every
+ * usable destination is ejected: then it chooses among them all, so that
+ * ejection never makes a call fail with "no destination" -- it fails, if
+ * it must, with the destination's own status. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,10 +123,142 @@ void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
   lb->gen = 1;
 }
 
-void sluice__lb_changed(sluice__lb *lb) { lb->gen++; }
+void sluice__lb_free(sluice__lb *lb) {
+  free(lb->dests);
+  free(lb->hot);
+  free(lb->hot_path[0]);
+  lb->dests = NULL;
+  lb->hot = NULL;
+  memset(lb->hot_path, 0, sizeof lb->hot_path);
+  lb->n = lb->n_cap = 0;
+  lb->n_usable = lb->n_ejected = lb->n_usable_ejected = 0;
+  lb->skip_ejected = 0;
+}
+
+/* --- the compact records (lb.h, sluice__lb_hot) ---------------------------
+ *
+ * A pick reads lb->hot[i] and lb->hot_path[p][i] only; the one function
+ * that writes them is sync_dest, which copies them from the destination
+ * after each event that may change them: dest_init/reset, restart (the end
+ * of an ejection), eject, sent, unsent, complete, peer report, the
+ * channel's usable flag, a new table, and sluice__lb_dest_changed for
+ * whoever writes a destination's fields directly. Debug builds check the
+ * chosen destination's records against a fresh copy at every pick. */
+
+/* sync_dest's path argument besides a path: all of them, or none (an event
+ * that changes no per-path field). */
+#define SYNC_ALL UINT32_MAX
+#define SYNC_NO_PATH (UINT32_MAX - 1)
+
+static void fill_hot(const sluice__lb *lb, const sluice__lb_dest *d,
+                     sluice__lb_hot *h) {
+  const sluice__lb_est *e = &d->est;
+  h->usable = d->usable != 0;
+  h->ejected = d->stats.outlier.ejected != 0;
+  h->evidence = e->samples >= SLUICE__LB_MIN_SAMPLES;
+  h->in_flight = e->in_flight;
+  h->limit = d->limit;
+  h->demoted_until_ns =
+      lb && lb->ops->demoted_until ? lb->ops->demoted_until(lb, d) : 0;
+  h->rate_calls = e->rate_calls;
+  h->lat_ewma_ns = e->lat_ewma_ns;
+  h->lat_min_ns = e->lat_min_ns;
+}
+
+static void fill_hot_path(const sluice__lb_dest *d, uint32_t p,
+                          sluice__lb_hot_path *hp) {
+  hp->in_flight = d->est.path_in_flight[p];
+  hp->lat_ewma_ns = d->est.path_lat_ewma_ns[p];
+  hp->lat_min_ns = d->est.path_lat_min_ns[p];
+}
+
+/* d's index in the table, or SLUICE__LB_NO_SLOT when it is in none (not
+ * yet, or removed since: its slot is stale). */
+static uint32_t slot_of(const sluice__lb *lb, const sluice__lb_dest *d) {
+  uint32_t i = d->slot;
+  return i < lb->n && lb->dests[i] == d ? i : SLUICE__LB_NO_SLOT;
+}
+
+static void count_hot(sluice__lb *lb, const sluice__lb_hot *h, int sign) {
+  size_t k = sign > 0 ? 1 : (size_t)-1; /* wraps: a subtraction */
+  if (h->usable)
+    lb->n_usable += k;
+  if (h->ejected)
+    lb->n_ejected += k;
+  if (h->usable && h->ejected)
+    lb->n_usable_ejected += k;
+}
+
+static void sync_dest(sluice__lb *lb, const sluice__lb_dest *d, uint32_t path) {
+  uint32_t i = slot_of(lb, d);
+  if (i == SLUICE__LB_NO_SLOT)
+    return;
+  sluice__lb_hot *h = &lb->hot[i];
+  count_hot(lb, h, -1);
+  fill_hot(lb, d, h);
+  count_hot(lb, h, 1);
+  lb->skip_ejected = lb->n_usable_ejected < lb->n_usable;
+  if (path == SYNC_ALL) {
+    for (uint32_t p = 0; p < SLUICE__LB_MAX_PATHS; p++)
+      fill_hot_path(d, p, &lb->hot_path[p][i]);
+  } else if (path < SLUICE__LB_MAX_PATHS) {
+    fill_hot_path(d, path, &lb->hot_path[path][i]);
+  }
+}
+
+/* Whole cache lines per record: a record read is one line. */
+#define HOT_ALIGN 64
+
+int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
+                         size_t n) {
+  lb->gen++; /* indexes moved */
+  if (n > lb->n_cap || !lb->hot) {
+    size_t cap = n > 4 ? n : 4;
+    sluice__lb_dest **v = malloc(cap * sizeof *v);
+    sluice__lb_hot *h = aligned_alloc(HOT_ALIGN, cap * sizeof *h);
+    sluice__lb_hot_path *hp = aligned_alloc(
+        HOT_ALIGN, SLUICE__LB_MAX_PATHS * cap * sizeof(sluice__lb_hot_path));
+    if (!v || !h || !hp) {
+      free(v);
+      free(h);
+      free(hp);
+      sluice__lb_free(lb);
+      return -1;
+    }
+    sluice__lb_free(lb);
+    lb->dests = v;
+    lb->hot = h;
+    for (size_t p = 0; p < SLUICE__LB_MAX_PATHS; p++)
+      lb->hot_path[p] = hp + p * cap;
+    lb->n_cap = cap;
+  }
+  lb->n = n;
+  lb->n_usable = lb->n_ejected = lb->n_usable_ejected = 0;
+  for (size_t i = 0; i < n; i++) {
+    lb->dests[i] = dests[i];
+    dests[i]->slot = (uint32_t)i;
+    memset(&lb->hot[i], 0, sizeof lb->hot[i]);
+  }
+  for (size_t i = 0; i < n; i++)
+    sync_dest(lb, dests[i], SYNC_ALL);
+  lb->skip_ejected = lb->n_usable_ejected < lb->n_usable;
+  return 0;
+}
+
+void sluice__lb_set_usable(sluice__lb *lb, sluice__lb_dest *d, int usable) {
+  d->usable = usable;
+  lb->gen++; /* a remembered saturation is stale */
+  sync_dest(lb, d, SYNC_NO_PATH);
+}
+
+void sluice__lb_dest_changed(sluice__lb *lb, sluice__lb_dest *d) {
+  lb->gen++;
+  sync_dest(lb, d, SYNC_ALL);
+}
 
 void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   memset(d, 0, sizeof *d);
+  d->slot = SLUICE__LB_NO_SLOT;
   sluice__lb_est_init(&d->est, &lb->cfg, now);
   sluice__histogram_init(&d->stats.latency);
   d->state_since_ns = now;
@@ -135,9 +268,19 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   lb->gen++;
 }
 
+void sluice__lb_dest_reset(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+  sluice__lb_stats keep = d->stats;
+  int usable = d->usable;
+  uint32_t slot = d->slot;
+  sluice__lb_dest_init(lb, d, now);
+  d->stats = keep;
+  d->usable = usable;
+  d->slot = slot;
+  sync_dest(lb, d, SYNC_ALL);
+}
+
 /* --- outlier ejection (see the top comment) ------------------------------ */
 
-#define PICK_STACK 64 /* candidates kept on the stack */
 #define EJECT_RELATIVE                                                         \
   0.5                        /* another destination fails at most this         \
                                 share of d's failure rate */
@@ -221,19 +364,20 @@ static void outlier_record(sluice__lb *lb, sluice__lb_dest *d,
   }
 }
 
-/* May dests[i] (suspect, not ejected) be ejected, `ejected` of the n being
- * so already? */
-static int may_eject(const sluice__lb *lb, sluice__lb_dest *const *dests,
-                     size_t n, size_t i, size_t ejected, uint64_t now) {
+/* May the table's destination i (suspect, not ejected) be ejected,
+ * `ejected` of the table being so already? */
+static int may_eject(const sluice__lb *lb, size_t i, size_t ejected,
+                     uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
+  size_t n = lb->n;
   if (ejected + 1 >= n ||
       100 * (double)ejected >= (double)cfg->eject_max_percent * (double)n)
     return 0;
   uint64_t calls, failed;
-  outlier_counts(&dests[i]->stats.outlier, cfg, now, &calls, &failed);
+  outlier_counts(&lb->dests[i]->stats.outlier, cfg, now, &calls, &failed);
   double bar = EJECT_RELATIVE * (calls ? (double)failed / (double)calls : 1);
   for (size_t j = 0; j < n; j++) {
-    const sluice__lb_dest *o = dests[j];
+    const sluice__lb_dest *o = lb->dests[j];
     if (j == i || !o->usable || sluice__lb_ejected(o, now))
       continue;
     uint64_t oc, of;
@@ -271,9 +415,10 @@ static void restart(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   if (lb->ops->dest_init)
     lb->ops->dest_init(lb, d, now);
   lb->gen++;
+  sync_dest(lb, d, SYNC_ALL);
 }
 
-static void eject(const sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
+static void eject(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
   sluice__lb_outlier *o = &d->stats.outlier;
   if (o->level && cfg->eject_decay_ns && now > o->ejected_until_ns) {
@@ -291,32 +436,19 @@ static void eject(const sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   o->consecutive = 0;
   o->win_calls = o->win_failed = o->prev_calls = o->prev_failed = 0;
   o->win_start_ns = now;
+  lb->gen++;
+  sync_dest(lb, d, SYNC_NO_PATH);
 }
 
-/* The pick while a destination may be ejected or suspect: one pass
- * counts the ejected, restarts those whose ejection ended, and gathers
- * the candidates (usable, not ejected); suspects are decided after it. */
-static sluice__lb_verdict pick_ejecting(sluice__lb *lb,
-                                        sluice__lb_dest *const *dests, size_t n,
-                                        const sluice__lb_call *call,
-                                        uint64_t now, size_t *chosen) {
-  sluice__lb_dest *stack_v[PICK_STACK];
-  size_t stack_i[PICK_STACK];
-  sluice__lb_dest **cand = stack_v;
-  size_t *index = stack_i;
-  if (n > PICK_STACK) {
-    cand = malloc(n * sizeof *cand);
-    index = malloc(n * sizeof *index);
-    if (!cand || !index) { /* no memory: no ejection for this call */
-      free(cand);
-      free(index);
-      return lb->ops->pick(lb, dests, n, call, now, chosen);
-    }
-  }
-  size_t ejected = 0, m = 0;
+/* The pass a pick makes while a destination may be ejected or suspect:
+ * it counts the ejected, restarts those whose ejection ended, and decides
+ * the suspects. The strategy then leaves the ejected out itself
+ * (sluice__lb_candidate). */
+static void eject_pass(sluice__lb *lb, uint64_t now) {
+  size_t n = lb->n, ejected = 0;
   int suspects = 0;
   for (size_t i = 0; i < n; i++) {
-    sluice__lb_dest *d = dests[i];
+    sluice__lb_dest *d = lb->dests[i];
     sluice__lb_outlier *o = &d->stats.outlier;
     if (now < o->ejected_until_ns) {
       ejected++;
@@ -327,64 +459,60 @@ static sluice__lb_verdict pick_ejecting(sluice__lb *lb,
       restart(lb, d, now);
     }
     suspects |= o->suspect;
-    if (d->usable) {
-      cand[m] = d;
-      index[m++] = i;
-    }
   }
   if (suspects) {
-    size_t before = ejected;
     for (size_t i = 0; i < n; i++) {
-      sluice__lb_dest *d = dests[i];
+      sluice__lb_dest *d = lb->dests[i];
       if (!d->stats.outlier.suspect)
         continue;
       d->stats.outlier.suspect = 0;
-      if (!sluice__lb_ejected(d, now) &&
-          may_eject(lb, dests, n, i, ejected, now)) {
+      if (!sluice__lb_ejected(d, now) && may_eject(lb, i, ejected, now)) {
         eject(lb, d, now);
         ejected++;
       }
-    }
-    if (ejected > before) { /* drop the newly ejected from the candidates */
-      lb->gen++;
-      size_t k = 0;
-      for (size_t j = 0; j < m; j++)
-        if (!sluice__lb_ejected(cand[j], now)) {
-          cand[k] = cand[j];
-          index[k++] = index[j];
-        }
-      m = k;
     }
   }
   /* Off only through here, after a pass that restarted every ejection
    * that had ended. */
   lb->eject_check = ejected > 0;
-  sluice__lb_verdict v;
-  if (!ejected || !m) {
-    /* Nothing ejected: the strategy sees the channel's own array. Every
-     * usable destination ejected: it chooses among them all anyway. */
-    v = lb->ops->pick(lb, dests, n, call, now, chosen);
-  } else {
-    size_t c = 0;
-    v = lb->ops->pick(lb, cand, m, call, now, &c);
-    if (v == SLUICE__LB_PICKED)
-      *chosen = index[c];
-  }
-  if (cand != stack_v) {
-    free(cand);
-    free(index);
-  }
-  return v;
 }
 
-sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
-                                   sluice__lb_dest *const *dests, size_t n,
-                                   const sluice__lb_call *call, uint64_t now,
-                                   size_t *chosen) {
-  if (!n)
+/* Debug builds: the chosen destination's records are what a fresh copy
+ * of it gives (nothing changed it behind sync_dest's back). */
+static void check_records(const sluice__lb *lb, size_t i,
+                          const sluice__lb_call *call) {
+#ifndef NDEBUG
+  sluice__lb_hot h;
+  sluice__lb_hot_path hp;
+  const sluice__lb_hot *r = &lb->hot[i];
+  uint32_t p = sluice__lb_path(call);
+  const sluice__lb_hot_path *rp = &lb->hot_path[p][i];
+  fill_hot(lb, lb->dests[i], &h);
+  fill_hot_path(lb->dests[i], p, &hp);
+  assert(h.usable == r->usable && h.ejected == r->ejected &&
+         h.evidence == r->evidence && h.in_flight == r->in_flight &&
+         h.limit == r->limit && h.demoted_until_ns == r->demoted_until_ns &&
+         h.rate_calls == r->rate_calls && h.lat_ewma_ns == r->lat_ewma_ns &&
+         h.lat_min_ns == r->lat_min_ns);
+  assert(hp.in_flight == rp->in_flight && hp.lat_ewma_ns == rp->lat_ewma_ns &&
+         hp.lat_min_ns == rp->lat_min_ns);
+#else
+  (void)lb;
+  (void)i;
+  (void)call;
+#endif
+}
+
+sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen) {
+  if (!lb->n)
     return SLUICE__LB_NONE;
-  return lb->eject_check ? pick_ejecting(lb, dests, n, call, now, chosen)
-                         : lb->ops->pick(lb, dests, n, call, now, chosen);
+  if (lb->eject_check)
+    eject_pass(lb, now);
+  sluice__lb_verdict v = lb->ops->pick(lb, call, now, chosen);
+  if (v == SLUICE__LB_PICKED)
+    check_records(lb, *chosen, call);
+  return v;
 }
 
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
@@ -394,6 +522,7 @@ void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
   sluice__lb_est_sent(&d->est, call, now);
   if (lb->ops->on_sent)
     lb->ops->on_sent(lb, d, call, now);
+  sync_dest(lb, d, sluice__lb_path(call));
 }
 
 void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
@@ -406,6 +535,7 @@ void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
   uint32_t p = sluice__lb_path(call);
   if (d->est.path_in_flight[p])
     d->est.path_in_flight[p]--;
+  sync_dest(lb, d, p);
 }
 
 /* How a status counts for the estimators (lb.h): statuses that say the
@@ -441,10 +571,15 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
   else
     d->stats.failed++;
   outlier_record(lb, d, code, now);
+  uint64_t period = d->est.lat_min_since_ns;
   sluice__lb_est_done(&d->est, &lb->cfg, call, latency_ns, est_outcome(code),
                       resp_size, now);
   if (lb->ops->on_complete)
     lb->ops->on_complete(lb, d, call, latency_ns, code, resp_size, now);
+  /* A new minimum period re-learnt every path's minimum at once. */
+  sync_dest(lb, d,
+            d->est.lat_min_since_ns != period ? SYNC_ALL
+                                              : sluice__lb_path(call));
 }
 
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
@@ -454,6 +589,7 @@ void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
   d->est.chain_busy = !lb->inner && l->downstream >= SLUICE__LB_CHAIN_BUSY;
   if (lb->ops->on_peer_load)
     lb->ops->on_peer_load(lb, d, l, now);
+  sync_dest(lb, d, SYNC_NO_PATH);
 }
 
 double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e) {
@@ -520,14 +656,12 @@ double sluice__lb_pressure_sample(sluice__lb_dest *const *dests, size_t n,
  * paths over their part wait. (path_share 0.5: s = g = half the limit.)
  * Otherwise a slow method queueing at the destination would, through the
  * limit cuts its latency causes, shut out a fast one. */
-static sluice__lb_verdict admit(const sluice__lb *lb, const sluice__lb_dest *d,
-                                const sluice__lb_call *call) {
-  double limit = d->limit;
+static sluice__lb_verdict admit(const sluice__lb *lb, const sluice__lb_hot *h,
+                                const sluice__lb_hot_path *hp) {
+  double limit = h->limit;
   if (limit <= 0)
     return SLUICE__LB_PICKED;
-  const sluice__lb_est *e = &d->est;
-  uint32_t p = sluice__lb_path(call);
-  double mine = e->path_in_flight[p], all = e->in_flight;
+  double mine = hp->in_flight, all = h->in_flight;
   int others = all > mine;
   double share = lb->cfg.path_share * limit;
   if (share < 1)
@@ -547,19 +681,68 @@ static sluice__lb_verdict admit(const sluice__lb *lb, const sluice__lb_dest *d,
   return SLUICE__LB_PICKED;
 }
 
+/* The deadline check (sluice__lb_in_time) on the records. */
+static int in_time(const sluice__lb_hot *h, const sluice__lb_hot_path *hp,
+                   const sluice__lb_call *call, uint64_t now) {
+  if (!call->deadline_ns)
+    return 1;
+  if (call->deadline_ns <= now)
+    return 0;
+  /* Refuse only on evidence: a few successful calls measured. */
+  if (!h->evidence)
+    return 1;
+  uint64_t want;
+  if (h->in_flight == 0) {
+    /* Idle: nothing to wait behind, so only the no-load latency counts.
+     * Judging an idle destination by an average raised in a past spike
+     * would refuse every call for good (only answered calls move it): the
+     * lock-out found by examples/testbed/repro_deadline_lockout.sh. */
+    double min = hp->lat_min_ns > 0 ? hp->lat_min_ns : h->lat_min_ns;
+    want = min > 0 ? (uint64_t)min : 0;
+  } else {
+    want = sluice__lb_expected(h->lat_ewma_ns, h->lat_min_ns, hp->lat_ewma_ns,
+                               hp->lat_min_ns, h->rate_calls, h->in_flight);
+  }
+  return want == 0 || call->deadline_ns - now >= want;
+}
+
+sluice__lb_verdict sluice__lb_hot_check(const sluice__lb *lb,
+                                        const sluice__lb_hot *h,
+                                        const sluice__lb_hot_path *hp,
+                                        const sluice__lb_call *call,
+                                        uint64_t now) {
+  sluice__lb_verdict v = admit(lb, h, hp);
+  if (v != SLUICE__LB_PICKED)
+    return v;
+  return in_time(h, hp, call, now) ? SLUICE__LB_PICKED : SLUICE__LB_DEADLINE;
+}
+
 int sluice__lb_admits(const sluice__lb *lb, const sluice__lb_dest *d,
                       const sluice__lb_call *call) {
-  return admit(lb, d, call) == SLUICE__LB_PICKED;
+  sluice__lb_hot h;
+  sluice__lb_hot_path hp;
+  fill_hot(NULL, d, &h);
+  fill_hot_path(d, sluice__lb_path(call), &hp);
+  return admit(lb, &h, &hp) == SLUICE__LB_PICKED;
 }
 
 sluice__lb_verdict sluice__lb_check(const sluice__lb *lb,
                                     const sluice__lb_dest *d,
                                     const sluice__lb_call *call, uint64_t now) {
-  sluice__lb_verdict v = admit(lb, d, call);
-  if (v != SLUICE__LB_PICKED)
-    return v;
-  return sluice__lb_in_time(d, call, now) ? SLUICE__LB_PICKED
-                                          : SLUICE__LB_DEADLINE;
+  sluice__lb_hot h;
+  sluice__lb_hot_path hp;
+  fill_hot(NULL, d, &h);
+  fill_hot_path(d, sluice__lb_path(call), &hp);
+  return sluice__lb_hot_check(lb, &h, &hp, call, now);
+}
+
+int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
+                       uint64_t now) {
+  sluice__lb_hot h;
+  sluice__lb_hot_path hp;
+  fill_hot(NULL, d, &h);
+  fill_hot_path(d, sluice__lb_path(call), &hp);
+  return in_time(&h, &hp, call, now);
 }
 
 double sluice__lb_load(const sluice__lb_dest *d) {
@@ -582,34 +765,34 @@ static int ranks_before(int t, double k, int best_t, double best_k) {
   return t < best_t || (t == best_t && k < best_k);
 }
 
-/* The exact pick: every destination looked at. *deadline counts the
+/* The exact pick: every candidate looked at. *deadline counts the
  * refusals for the call's deadline. */
-static sluice__lb_verdict scan_least(
-    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
-    const sluice__lb_call *call, uint64_t now,
-    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
-    size_t *chosen, unsigned *deadline) {
+static sluice__lb_verdict scan_least(sluice__lb *lb,
+                                     const sluice__lb_call *call, uint64_t now,
+                                     size_t *chosen, unsigned *deadline) {
   unsigned cnt[5] = {0};
-  size_t usable = 0, best = n;
+  size_t n = lb->n, usable = 0, best = n;
   int best_t = 0;
   double best_k = 0;
+  const sluice__lb_hot *hot = lb->hot;
+  const sluice__lb_hot_path *hp = lb->hot_path[sluice__lb_path(call)];
   size_t i = lb->rr_next < n ? lb->rr_next : 0;
   for (size_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
-    const sluice__lb_dest *d = dests[i];
-    if (!d->usable)
+    const sluice__lb_hot *h = &hot[i];
+    if (!sluice__lb_candidate(lb, h))
       continue;
     usable++;
-    if (!sluice__lb_admits(lb, d, call)) {
-      cnt[d->est.in_flight >= d->limit ? SLUICE__LB_OVER_LIMIT
-                                       : SLUICE__LB_PATH_LIMIT]++;
+    sluice__lb_verdict a = admit(lb, h, &hp[i]);
+    if (a != SLUICE__LB_PICKED) {
+      cnt[a]++;
       continue;
     }
-    int t = tier ? tier(lb, d, now) : 0;
-    double kd = sluice__lb_load(d);
+    int t = now < h->demoted_until_ns;
+    double kd = sluice__lb_hot_load(h);
     if (best < n && !ranks_before(t, kd, best_t, best_k))
       continue;
     /* The deadline estimate costs divisions: only for a new best. */
-    if (!sluice__lb_in_time(d, call, now)) {
+    if (!in_time(h, &hp[i], call, now)) {
       cnt[SLUICE__LB_DEADLINE]++;
       continue;
     }
@@ -626,22 +809,24 @@ static sluice__lb_verdict scan_least(
   return usable ? most_common(cnt) : SLUICE__LB_NONE;
 }
 
-sluice__lb_verdict sluice__lb_pick_least(
-    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
-    const sluice__lb_call *call, uint64_t now,
-    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
-    size_t *chosen) {
+sluice__lb_verdict sluice__lb_pick_least(sluice__lb *lb,
+                                         const sluice__lb_call *call,
+                                         uint64_t now, size_t *chosen) {
   unsigned deadline = 0;
+  size_t n = lb->n;
   if (!lb->cfg.scan_max || n <= lb->cfg.scan_max)
-    return scan_least(lb, dests, n, call, now, tier, chosen, &deadline);
+    return scan_least(lb, call, now, chosen, &deadline);
   uint32_t path = sluice__lb_path(call);
   if (lb->full_gen == lb->gen && lb->full_n == n && lb->full_path == path)
     return lb->full_verdict; /* nothing changed since every one refused */
   /* Power of d choices (d = SLUICE__LB_CHOICES). Sampled with
    * replacement: a repeat of the best so far is skipped, a repeat of a
    * refusal costs one more check. The samples of a round are fetched
-   * before any is read, so that with thousands of destinations (each a
-   * cache and TLB miss) their misses overlap instead of adding up. */
+   * before any is read, so that their misses overlap instead of adding
+   * up (the records are small and contiguous, but 10,000 of them are
+   * 640 KB and more: not all in cache). */
+  const sluice__lb_hot *hot = lb->hot;
+  const sluice__lb_hot_path *hp = lb->hot_path[path];
   size_t best = n, found = 0;
   int best_t = 0;
   double best_k = 0;
@@ -650,17 +835,18 @@ sluice__lb_verdict sluice__lb_pick_least(
     int m = 0;
     for (; m < SLUICE__LB_CHOICES && k < SLUICE__LB_PROBES; m++, k++) {
       idx[m] = sluice__lb_rand(lb, n);
-      __builtin_prefetch(dests[idx[m]]);
+      __builtin_prefetch(&hot[idx[m]]);
+      __builtin_prefetch(&hp[idx[m]]);
     }
     for (int j = 0; j < m && found < SLUICE__LB_CHOICES; j++) {
       size_t i = idx[j];
-      const sluice__lb_dest *d = dests[i];
-      if (i == best || !d->usable ||
-          sluice__lb_check(lb, d, call, now) != SLUICE__LB_PICKED)
+      const sluice__lb_hot *h = &hot[i];
+      if (i == best || !sluice__lb_candidate(lb, h) ||
+          sluice__lb_hot_check(lb, h, &hp[i], call, now) != SLUICE__LB_PICKED)
         continue;
       found++;
-      int t = tier ? tier(lb, d, now) : 0;
-      double kd = sluice__lb_load(d);
+      int t = now < h->demoted_until_ns;
+      double kd = sluice__lb_hot_load(h);
       if (best == n || ranks_before(t, kd, best_t, best_k)) {
         best = i;
         best_t = t;
@@ -672,8 +858,7 @@ sluice__lb_verdict sluice__lb_pick_least(
     *chosen = best;
     return SLUICE__LB_PICKED;
   }
-  sluice__lb_verdict v =
-      scan_least(lb, dests, n, call, now, tier, chosen, &deadline);
+  sluice__lb_verdict v = scan_least(lb, call, now, chosen, &deadline);
   /* Remembered only when the refusals were all limits, which depend on
    * the destinations and the path, not on the call's deadline or now. */
   if ((v == SLUICE__LB_OVER_LIMIT || v == SLUICE__LB_PATH_LIMIT) && !deadline) {

@@ -206,6 +206,12 @@ int sluice__lb_est_peer_idle(const sluice__lb_est *e, uint64_t now);
  * the calls in flight (in_flight / completion rate) plus the latency
  * estimate. 0 when nothing was measured yet. */
 uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now);
+/* The same from the figures (what the deadline check reads of a
+ * destination's compact record): a path's EWMA and minimum when that path
+ * was measured (path_ewma_ns > 0), else the destination's. */
+uint64_t sluice__lb_expected(double lat_ewma_ns, double lat_min_ns,
+                             double path_ewma_ns, double path_min_ns,
+                             double rate_calls, uint32_t in_flight);
 
 /* Outlier ejection state of one destination, kept by lb.c. It lives in
  * the stats so that it outlasts a reconnection, as the counters do (the
@@ -238,11 +244,49 @@ typedef struct sluice__lb_stats {
   uint64_t strat_ns_sum, strat_n; /* pick until the request is flushed */
 } sluice__lb_stats;
 
+/* What a pick reads of one destination, copied out of its sluice__lb_dest
+ * into an array of the balancer (sluice__lb.hot, by table index), so that
+ * a pick among 1,000 destinations reads 64 contiguous bytes per
+ * candidate instead of a line of a 10 KB structure each (a cache and a
+ * TLB miss apiece inside a channel, where the destinations are its
+ * subchannels, far apart). Written only by lb.c's sync_dest, from the
+ * destination itself, after every event that changes any of these
+ * fields; never written anywhere else, so it cannot drift. */
+typedef struct sluice__lb_hot {
+  uint8_t usable;   /* d->usable */
+  uint8_t ejected;  /* d->stats.outlier.ejected: out of the picks (see
+                       sluice__lb_candidate) */
+  uint8_t evidence; /* est.samples >= SLUICE__LB_MIN_SAMPLES: the deadline
+                       check may refuse */
+  uint32_t in_flight;
+  double limit;                               /* d->limit */
+  uint64_t demoted_until_ns;                  /* ops->demoted_until */
+  double rate_calls, lat_ewma_ns, lat_min_ns; /* est's, for the deadline */
+} sluice__lb_hot;
+
+/* ... and per path (sluice__lb.hot_path[p], one array per path: a pick
+ * reads its call's path only). */
+typedef struct sluice__lb_hot_path {
+  uint32_t in_flight;             /* est.path_in_flight[p] */
+  double lat_ewma_ns, lat_min_ns; /* est.path_lat_ewma_ns[p], _min_ */
+} sluice__lb_hot_path;
+
+/* d->slot of a destination in no table. */
+#define SLUICE__LB_NO_SLOT UINT32_MAX
+
 /* One destination as the balancer sees it. (A field added here must be
- * reset by lb.c's restart() too, when an ejection ends.) */
+ * reset by lb.c's restart() too, when an ejection ends.) A pick reads its
+ * compact record (sluice__lb_hot), not this: whoever changes a field the
+ * record copies outside lb.c (a test) says so with sluice__lb_dest_changed;
+ * the channel changes usable with sluice__lb_set_usable. */
 typedef struct sluice__lb_dest {
-  int usable;   /* connected: may be picked (set by the channel) */
-  double limit; /* the strategy's admission limit; 0 = none (rr) */
+  int usable;    /* connected: may be picked (set by the channel, through
+                    sluice__lb_set_usable) */
+  uint32_t slot; /* index in the balancer's table, if lb->dests[slot] is
+                    this destination (the table is rebuilt when the set
+                    changes: a removed destination's slot is stale, which
+                    the check sees) */
+  double limit;  /* the strategy's admission limit; 0 = none (rr) */
   sluice__lb_est est;
   double cap;      /* btc: capacity estimate, calls/s, learnt while the
                       destination queued; 0 = not known yet */
@@ -261,16 +305,19 @@ typedef struct sluice__lb_ops {
   const char *name;
   /* Sets up d's strategy fields (limit, state). */
   void (*dest_init)(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
-  /* Chooses among dests[0..n) whose usable flag is set. O(1) for rr; for
-   * the others O(n) up to cfg.scan_max destinations and O(1) beyond but
-   * for a scan when no sample qualifies (sluice__lb_pick_least). Returns PICKED
-   * with *chosen set, or why not. While a destination is ejected, dests is the
-   * channel's usable destinations minus the ejected ones (sluice__lb_pick): an
-   * index means something within one call only (rr_next is a starting point, no
-   * more). */
-  sluice__lb_verdict (*pick)(sluice__lb *lb, sluice__lb_dest *const *dests,
-                             size_t n, const sluice__lb_call *call,
+  /* Chooses among the destinations of lb's table (sluice__lb_set_dests)
+   * that are candidates (sluice__lb_candidate), reading only their compact
+   * records (lb->hot, lb->hot_path). O(1) for rr; for the others O(n) up to
+   * cfg.scan_max destinations and O(1) beyond but for a scan when no
+   * sample qualifies (sluice__lb_pick_least). Returns PICKED with *chosen
+   * set (an index in the table), or why not. */
+  sluice__lb_verdict (*pick)(sluice__lb *lb, const sluice__lb_call *call,
                              uint64_t now, size_t *chosen);
+  /* Until when d ranks after every destination that is not (the
+   * least-loaded picks' tier: btc's saturated mark); 0 = never. Read when
+   * d's compact record is written, after every event that may change it.
+   * NULL: 0. */
+  uint64_t (*demoted_until)(const sluice__lb *lb, const sluice__lb_dest *d);
   /* The call was handed to d's connection. */
   void (*on_sent)(sluice__lb *lb, sluice__lb_dest *d,
                   const sluice__lb_call *call, uint64_t now);
@@ -289,13 +336,26 @@ typedef struct sluice__lb_ops {
 struct sluice__lb {
   const sluice__lb_ops *ops;
   sluice__lb_config cfg;
+  /* The table: the destinations picks choose among, in the channel's order
+   * (sluice__lb_set_dests), and their compact records, index for index.
+   * hot_path[p] is n_cap records from hot_path_block + p * n_cap. */
+  sluice__lb_dest **dests;
+  sluice__lb_hot *hot;
+  sluice__lb_hot_path *hot_path[SLUICE__LB_MAX_PATHS];
+  size_t n, n_cap;
+  /* Of the table, from the records (sync_dest keeps them): usable,
+   * ejected, and both; skip_ejected = some usable destination is not
+   * ejected (candidates leave the ejected out only then). */
+  size_t n_usable, n_ejected, n_usable_ejected;
+  uint8_t skip_ejected;
   size_t rr_next;
   uint64_t rng;    /* xorshift state (p2c) */
   int eject_check; /* a destination may be ejected or suspect: pick
                       looks (0: it calls the strategy at once) */
   /* Sampled picks (scan_max): gen counts every event that may let a
    * destination admit a call it refused (a completion, a sent call, a load
-   * report, a destination's (re)start, sluice__lb_changed). A full scan
+   * report, a destination's (re)start, sluice__lb_set_usable,
+   * sluice__lb_set_dests, sluice__lb_dest_changed). A full scan
    * that found every usable destination at its limits for a path is
    * remembered, so that while nothing changes the calls of that path are
    * refused in O(1), not by a scan each: an overloaded channel of 10,000
@@ -327,7 +387,25 @@ extern const sluice__lb_ops sluice__lb_rr, sluice__lb_lcc, sluice__lb_bcc,
 /* Sets lb up with ops and cfg (NULL = defaults). */
 void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
                      const sluice__lb_config *cfg);
+/* Frees the table (the destinations are the caller's). */
+void sluice__lb_free(sluice__lb *lb);
+/* A new destination, in no table yet (slot SLUICE__LB_NO_SLOT). */
 void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
+/* d starts afresh as a new server (a reconnection): measurements, limits,
+ * strategy state; its stats, usable flag and place in the table stay. */
+void sluice__lb_dest_reset(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
+/* The destinations picks choose among from now on, dests[0..n) (copied:
+ * the array is the caller's), each destination's record written anew.
+ * O(n): called when the set changes, not per call. Returns 0, or -1
+ * without memory (the table is then empty: picks find nothing). */
+int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
+                         size_t n);
+/* The channel connects or loses d (a pick's candidate or not). */
+void sluice__lb_set_usable(sluice__lb *lb, sluice__lb_dest *d, int usable);
+/* A field of d that picks read (its compact record) was changed outside
+ * lb/ (tests do): the record is written again, and a remembered
+ * saturation forgotten (sluice__lb.gen). */
+void sluice__lb_dest_changed(sluice__lb *lb, sluice__lb_dest *d);
 
 /* What the channel calls: pick (with algo-time and drop accounting),
  * sent, complete (latency histogram, ok/failed, estimators, then the
@@ -336,14 +414,15 @@ void sluice__lb_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
  * Outlier ejection wraps every strategy: complete() counts the failures
  * that are the destination's own fault; pick() ejects a destination whose
  * detector fired (when the channel may lose it and another destination
- * fails clearly less), and hands the strategy only the usable destinations
- * that are not ejected -- or all of them when every usable one is, so
- * that ejection never turns into "no destination". While nothing is
- * ejected or suspect, pick() is the strategy's pick and one test. */
-sluice__lb_verdict sluice__lb_pick(sluice__lb *lb,
-                                   sluice__lb_dest *const *dests, size_t n,
-                                   const sluice__lb_call *call, uint64_t now,
-                                   size_t *chosen);
+ * fails clearly less), and the strategy leaves the ejected destinations
+ * out (sluice__lb_candidate) -- unless every usable one is, so that
+ * ejection never turns into "no destination". While nothing is ejected or
+ * suspect, pick() is the strategy's pick and one test.
+ *
+ * pick() chooses among the table (sluice__lb_set_dests) and reads only the
+ * compact records; *chosen is an index in the table. */
+sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen);
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
                      const sluice__lb_call *call, uint64_t now);
 void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
@@ -384,6 +463,28 @@ void sluice__lb_unsent(sluice__lb *lb, sluice__lb_dest *d,
 int sluice__lb_ejected(const sluice__lb_dest *d, uint64_t now);
 
 /* Helpers shared by strategies. */
+/* Non-zero when the table's destination with record h may be picked:
+ * usable, and not ejected unless every usable destination is. */
+static inline int sluice__lb_candidate(const sluice__lb *lb,
+                                       const sluice__lb_hot *h) {
+  return h->usable && !(h->ejected & lb->skip_ejected);
+}
+/* Why the destination of records h (hp: its record for call's path) cannot
+ * take call now, or PICKED: admission (its limit and its path's share,
+ * see lb.c) and the deadline (sluice__lb_in_time). */
+sluice__lb_verdict sluice__lb_hot_check(const sluice__lb *lb,
+                                        const sluice__lb_hot *h,
+                                        const sluice__lb_hot_path *hp,
+                                        const sluice__lb_call *call,
+                                        uint64_t now);
+/* The load as the least-loaded strategies rank it: calls in flight,
+ * counting the new one, per unit of the admission limit (limit > 0). */
+static inline double sluice__lb_hot_load(const sluice__lb_hot *h) {
+  return (h->in_flight + 1.0) / h->limit;
+}
+/* The same on a destination itself (its records computed from it, as
+ * sync_dest would): what the tests and the strategies' own bookkeeping
+ * use. */
 /* Non-zero when d may take call under limit (its own and its path's). */
 int sluice__lb_admits(const sluice__lb *lb, const sluice__lb_dest *d,
                       const sluice__lb_call *call);
@@ -397,30 +498,23 @@ sluice__lb_verdict sluice__lb_check(const sluice__lb *lb,
  * (the call's path's latency when that path was measured here). */
 int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
                        uint64_t now);
-/* The load of d as the least-loaded strategies rank it: calls in flight,
- * counting the new one, per unit of d's admission limit (d->limit > 0). */
+/* sluice__lb_hot_load of d. */
 double sluice__lb_load(const sluice__lb_dest *d);
-/* The least loaded (sluice__lb_load) of the usable dests that admit call
- * and can answer it in time, the scan starting after the last pick so
- * ties go round robin. With more than cfg.scan_max destinations, O(1):
- * the best of SLUICE__LB_CHOICES (3) sampled destinations that qualify
- * (power of d choices; Envoy's least_request uses two), up to
- * SLUICE__LB_PROBES samples to find them, and the full scan only when no sample
- * qualifies (so a call is never refused while some destination could take it; a
- * scan that refuses is remembered, see sluice__lb.gen). tier (may be NULL)
- * ranks before the load: a lower tier always wins (btc: not saturated before
- * saturated). Returns PICKED with *chosen set, NONE when nothing is usable,
- * else the most frequent refusal (capacity reasons first on a tie). lcc, bcc
- * and btc pick with it. */
-sluice__lb_verdict sluice__lb_pick_least(
-    sluice__lb *lb, sluice__lb_dest *const *dests, size_t n,
-    const sluice__lb_call *call, uint64_t now,
-    int (*tier)(const sluice__lb *lb, const sluice__lb_dest *d, uint64_t now),
-    size_t *chosen);
-/* Something the balancer does not see changed what a destination may
- * admit (the channel changed usable flags, or the destination set):
- * forget the remembered saturation (see sluice__lb.gen). */
-void sluice__lb_changed(sluice__lb *lb);
+/* The least loaded (sluice__lb_hot_load) of the table's candidates that
+ * admit call and can answer it in time, the scan starting after the last
+ * pick so ties go round robin. With more than cfg.scan_max destinations,
+ * O(1): the best of SLUICE__LB_CHOICES (3) sampled destinations that
+ * qualify (power of d choices; Envoy's least_request uses two), up to
+ * SLUICE__LB_PROBES samples to find them, and the full scan only when no
+ * sample qualifies (so a call is never refused while some destination
+ * could take it; a scan that refuses is remembered, see sluice__lb.gen).
+ * A demoted destination (ops->demoted_until: btc's saturated ones) ranks
+ * after every one that is not. Returns PICKED with *chosen set, NONE when
+ * no candidate is usable, else the most frequent refusal (capacity reasons
+ * first on a tie). lcc, bcc and btc pick with it. */
+sluice__lb_verdict sluice__lb_pick_least(sluice__lb *lb,
+                                         const sluice__lb_call *call,
+                                         uint64_t now, size_t *chosen);
 /* xorshift64* in [0, n). */
 size_t sluice__lb_rand(sluice__lb *lb, size_t n);
 

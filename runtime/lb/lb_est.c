@@ -203,7 +203,7 @@ void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
   e->peer_load_ns = now;
 }
 
-/* Expected latency of a call sent now on path p (p < 0: any).
+/* Expected latency of a call sent now (sluice__lb_expected in lb.h).
  *
  * The base is the latency EWMA (the path's when measured). When the
  * destination is visibly queueing (latency above twice its minimum), it is
@@ -214,16 +214,18 @@ void sluice__lb_est_peer_load(sluice__lb_est *e, const sluice__lb_peer_load *l,
  * only the offered load and says nothing about waiting, so it is not
  * used: a lightly used destination with one call in flight at 1 call/s
  * must not look a second away. */
-static uint64_t expected(const sluice__lb_est *e, int p) {
-  double base = e->lat_ewma_ns, min = e->lat_min_ns;
-  if (p >= 0 && e->path_lat_ewma_ns[p] > 0) {
-    base = e->path_lat_ewma_ns[p];
-    min = e->path_lat_min_ns[p];
+uint64_t sluice__lb_expected(double lat_ewma_ns, double lat_min_ns,
+                             double path_ewma_ns, double path_min_ns,
+                             double rate_calls, uint32_t in_flight) {
+  double base = lat_ewma_ns, min = lat_min_ns;
+  if (path_ewma_ns > 0) {
+    base = path_ewma_ns;
+    min = path_min_ns;
   }
   if (base <= 0)
     return 0;
-  if (e->rate_calls > 0 && min > 0 && base > 2 * min) {
-    double backlog = ((double)e->in_flight + 1) * 1e9 / e->rate_calls;
+  if (rate_calls > 0 && min > 0 && base > 2 * min) {
+    double backlog = ((double)in_flight + 1) * 1e9 / rate_calls;
     if (backlog > base)
       base = backlog;
   }
@@ -232,28 +234,6 @@ static uint64_t expected(const sluice__lb_est *e, int p) {
 
 uint64_t sluice__lb_est_expected_ns(const sluice__lb_est *e, uint64_t now) {
   (void)now;
-  return expected(e, -1);
-}
-
-int sluice__lb_in_time(const sluice__lb_dest *d, const sluice__lb_call *call,
-                       uint64_t now) {
-  if (!call->deadline_ns)
-    return 1;
-  if (call->deadline_ns <= now)
-    return 0;
-  /* Refuse only on evidence: a few successful calls measured. */
-  if (d->est.samples < SLUICE__LB_MIN_SAMPLES)
-    return 1;
-  uint32_t p = sluice__lb_path(call);
-  uint64_t want = expected(&d->est, (int)p);
-  if (d->est.in_flight == 0) {
-    /* Idle: nothing to wait behind, so only the no-load latency counts.
-     * Judging an idle destination by an average raised in a past spike
-     * would refuse every call for good (only answered calls move it): the
-     * lock-out found by examples/testbed/repro_deadline_lockout.sh. */
-    double min = d->est.path_lat_min_ns[p] > 0 ? d->est.path_lat_min_ns[p]
-                                               : d->est.lat_min_ns;
-    want = min > 0 ? (uint64_t)min : 0;
-  }
-  return want == 0 || call->deadline_ns - now >= want;
+  return sluice__lb_expected(e->lat_ewma_ns, e->lat_min_ns, 0, 0, e->rate_calls,
+                             e->in_flight);
 }

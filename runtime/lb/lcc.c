@@ -38,24 +38,24 @@ static void lcc_on_complete(sluice__lb *lb, sluice__lb_dest *d,
   d->limit = d->est.limit;
 }
 
-static sluice__lb_verdict lcc_pick(sluice__lb *lb,
-                                   sluice__lb_dest *const *dests, size_t n,
-                                   const sluice__lb_call *call, uint64_t now,
-                                   size_t *chosen) {
+static sluice__lb_verdict lcc_pick(sluice__lb *lb, const sluice__lb_call *call,
+                                   uint64_t now, size_t *chosen) {
+  size_t n = lb->n;
   if (lb->cfg.lcc_p2c && n >= 2) {
     size_t a = sluice__lb_rand(lb, n);
     size_t b = sluice__lb_rand(lb, n - 1);
     if (b >= a)
       b++;
-    const sluice__lb_dest *da = dests[a], *db = dests[b];
-    if (da->usable && db->usable &&
-        sluice__lb_check(lb, da, call, now) == SLUICE__LB_PICKED &&
-        sluice__lb_check(lb, db, call, now) == SLUICE__LB_PICKED) {
-      *chosen = sluice__lb_load(db) < sluice__lb_load(da) ? b : a;
+    const sluice__lb_hot *ha = &lb->hot[a], *hb = &lb->hot[b];
+    const sluice__lb_hot_path *hp = lb->hot_path[sluice__lb_path(call)];
+    if (sluice__lb_candidate(lb, ha) && sluice__lb_candidate(lb, hb) &&
+        sluice__lb_hot_check(lb, ha, &hp[a], call, now) == SLUICE__LB_PICKED &&
+        sluice__lb_hot_check(lb, hb, &hp[b], call, now) == SLUICE__LB_PICKED) {
+      *chosen = sluice__lb_hot_load(hb) < sluice__lb_hot_load(ha) ? b : a;
       return SLUICE__LB_PICKED;
     }
   }
-  return sluice__lb_pick_least(lb, dests, n, call, now, NULL, chosen);
+  return sluice__lb_pick_least(lb, call, now, chosen);
 }
 
 static const char *lcc_state_name(const sluice__lb_dest *d) {

@@ -5,8 +5,8 @@
  * against. A retry or hedge (call->again) does not move the rotation: with
  * one slow and one fast destination, a hedge steered to the fast one would
  * otherwise send every next call's first attempt to the slow one. Skipping
- * unusable destinations makes it O(1) amortised: each pick advances past at
- * most the destinations that are down. */
+ * the destinations that are not candidates (down, or ejected) makes it O(1)
+ * amortised: each pick advances past at most those. */
 #include "lb/lb.h"
 
 static void rr_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
@@ -15,13 +15,13 @@ static void rr_dest_init(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   d->limit = 0; /* no admission limit */
 }
 
-static sluice__lb_verdict rr_pick(sluice__lb *lb, sluice__lb_dest *const *dests,
-                                  size_t n, const sluice__lb_call *call,
+static sluice__lb_verdict rr_pick(sluice__lb *lb, const sluice__lb_call *call,
                                   uint64_t now, size_t *chosen) {
   (void)now;
+  size_t n = lb->n;
   size_t i = lb->rr_next < n ? lb->rr_next : 0;
   for (size_t k = 0; k < n; k++) {
-    if (dests[i]->usable) {
+    if (sluice__lb_candidate(lb, &lb->hot[i])) {
       *chosen = i;
       if (!call->again)
         lb->rr_next = i + 1 < n ? i + 1 : 0;

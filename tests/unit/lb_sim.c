@@ -290,11 +290,13 @@ static void arrive(lb_sim *s, size_t fi) {
                           .size = f->size,
                           .deadline_ns =
                               f->deadline_ns ? s->now + f->deadline_ns : 0};
-  for (size_t i = 0; i < s->n; i++)
-    s->lbd[i]->usable = !s->dest[i].down || s->dest[i].down_usable;
+  for (size_t i = 0; i < s->n; i++) {
+    int usable = !s->dest[i].down || s->dest[i].down_usable;
+    if (usable != s->lbd[i]->usable)
+      sluice__lb_set_usable(&s->lb, s->lbd[i], usable);
+  }
   size_t chosen = 0;
-  sluice__lb_verdict v =
-      sluice__lb_pick(&s->lb, s->lbd, s->n, &call, s->now, &chosen);
+  sluice__lb_verdict v = sluice__lb_pick(&s->lb, &call, s->now, &chosen);
   if (v != SLUICE__LB_PICKED) {
     f->dropped[v]++;
     s->dropped[v]++;
@@ -383,6 +385,8 @@ lb_sim *lb_sim_new(const sluice__lb_ops *ops, const sluice__lb_config *cfg,
     s->lbd[i] = &m->lbd_storage[i];
     sluice__lb_dest_init(&s->lb, s->lbd[i], s->now);
   }
+  if (sluice__lb_set_dests(&s->lb, s->lbd, n) != 0)
+    abort();
   for (size_t i = 0; i < LB_SIM_MAX_FLOWS; i++) {
     s->flow[i].size = 4096;
     s->flow[i].resp_size = 4096;
@@ -396,6 +400,7 @@ lb_sim *lb_sim_new(const sluice__lb_ops *ops, const sluice__lb_config *cfg,
 void lb_sim_free(lb_sim *s) {
   if (!s)
     return;
+  sluice__lb_free(&s->lb);
   free(s->impl->heap);
   free(s->impl->calls);
   free(s->impl->lbd_storage);

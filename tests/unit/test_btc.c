@@ -355,36 +355,36 @@ static void names_and_verdicts(void **state) {
   assert_string_equal(lb.ops->state_name(&d0), "T-high/C-mid");
   d0.state = 0;
   sluice__lb_dest *ds[2] = {&d0, &d1};
+  assert_int_equal(sluice__lb_set_dests(&lb, ds, 2), 0);
   sluice__lb_call call = {0};
   size_t chosen = 9;
   /* nothing usable: NONE */
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 2, &chosen),
-                   SLUICE__LB_NONE);
-  d0.usable = d1.usable = 1;
+  assert_int_equal(sluice__lb_pick(&lb, &call, 2, &chosen), SLUICE__LB_NONE);
+  sluice__lb_set_usable(&lb, &d0, 1);
+  sluice__lb_set_usable(&lb, &d1, 1);
   /* unloaded: least in flight, ties round robin (like lcc) */
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 2, &chosen),
-                   SLUICE__LB_PICKED);
+  assert_int_equal(sluice__lb_pick(&lb, &call, 2, &chosen), SLUICE__LB_PICKED);
   size_t first = chosen;
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 2, &chosen),
-                   SLUICE__LB_PICKED);
+  assert_int_equal(sluice__lb_pick(&lb, &call, 2, &chosen), SLUICE__LB_PICKED);
   assert_true(chosen != first);
   sluice__lb_sent(&lb, &d0, &call, 3);
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 3, &chosen),
-                   SLUICE__LB_PICKED);
+  assert_int_equal(sluice__lb_pick(&lb, &call, 3, &chosen), SLUICE__LB_PICKED);
   assert_int_equal(chosen, 1);
   /* a saturated destination is used only when it is the only choice */
   d1.state = 8;
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 3, &chosen),
-                   SLUICE__LB_PICKED);
+  sluice__lb_dest_changed(&lb, &d1);
+  assert_int_equal(sluice__lb_pick(&lb, &call, 3, &chosen), SLUICE__LB_PICKED);
   assert_int_equal(chosen, 0);
   d0.limit = 1; /* d0 full */
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 3, &chosen),
-                   SLUICE__LB_PICKED);
+  sluice__lb_dest_changed(&lb, &d0);
+  assert_int_equal(sluice__lb_pick(&lb, &call, 3, &chosen), SLUICE__LB_PICKED);
   assert_int_equal(chosen, 1);
   d1.limit = 1;
+  sluice__lb_dest_changed(&lb, &d1);
   sluice__lb_sent(&lb, &d1, &call, 3);
-  assert_int_equal(sluice__lb_pick(&lb, ds, 2, &call, 3, &chosen),
+  assert_int_equal(sluice__lb_pick(&lb, &call, 3, &chosen),
                    SLUICE__LB_OVER_LIMIT);
+  sluice__lb_free(&lb);
 }
 
 /* A push-back passed on by an idle tier of a chain: the destination
@@ -494,20 +494,22 @@ static void pick_cost(size_t n) {
     sluice__lb_dest_init(&lb, &d[i], now);
     d[i].usable = 1;
     ds[i] = &d[i];
+  }
+  assert_int_equal(sluice__lb_set_dests(&lb, ds, n), 0);
+  for (size_t i = 0; i < n; i++)
     for (size_t k = 0; k < i % 7; k++)
       sluice__lb_sent(&lb, &d[i], &call, now);
-  }
   const size_t iters = 1000000 / (n < 10 ? 1 : n / 10);
   size_t chosen = 0, sink = 0;
   uint64_t t0 = wall_ns();
   for (size_t k = 0; k < iters; k++) {
-    sluice__lb_pick(&lb, ds, n, &call, now, &chosen);
+    sluice__lb_pick(&lb, &call, now, &chosen);
     sink += chosen;
   }
   uint64_t t1 = wall_ns();
   for (size_t k = 0; k < iters; k++) {
     now += 1000;
-    if (sluice__lb_pick(&lb, ds, n, &call, now, &chosen) == SLUICE__LB_PICKED) {
+    if (sluice__lb_pick(&lb, &call, now, &chosen) == SLUICE__LB_PICKED) {
       sluice__lb_sent(&lb, ds[chosen], &call, now);
       sluice__lb_complete(&lb, ds[chosen], &call, 8 * MS, SLUICE_STATUS_OK,
                           4096, now);
@@ -517,6 +519,7 @@ static void pick_cost(size_t n) {
   printf("  cost: %3zu destinations: %.0f ns/pick, %.0f ns/pick+sent+"
          "complete (%zu)\n",
          n, (double)(t1 - t0) / iters, (double)(t2 - t1) / iters, sink % 2);
+  sluice__lb_free(&lb);
   free(d);
   free(ds);
 }

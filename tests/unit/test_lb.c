@@ -47,6 +47,7 @@ static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
     f->d[i].usable = 1;
     f->v[i] = &f->d[i];
   }
+  assert_int_equal(sluice__lb_set_dests(&f->lb, f->v, n), 0);
 }
 
 static const sluice__lb_call plain = {0, 100, 0, 0, 0};
@@ -76,7 +77,7 @@ static void rr_spreads_evenly(void **state) {
   size_t count[4] = {0};
   for (int i = 0; i < 4000; i++) {
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     count[c]++;
     sluice__lb_sent(&f.lb, f.v[c], &plain, SEC); /* rr ignores load */
@@ -84,35 +85,35 @@ static void rr_spreads_evenly(void **state) {
   for (int i = 0; i < 4; i++)
     assert_int_equal(count[i], 1000);
   /* Unusable destinations are skipped, the others still alternate. */
-  f.d[1].usable = 0;
+  sluice__lb_set_usable(&f.lb, &f.d[1], 0);
   memset(count, 0, sizeof count);
   for (int i = 0; i < 300; i++) {
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     count[c]++;
   }
   assert_int_equal(count[1], 0);
   /* A retry or hedge (again) does not move the rotation. */
-  f.d[1].usable = 1;
+  sluice__lb_set_usable(&f.lb, &f.d[1], 1);
   sluice__lb_call again = plain;
   again.again = 1;
   size_t first = 99, second = 99, third = 99;
-  sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &first);
-  sluice__lb_pick(&f.lb, f.v, f.n, &again, SEC, &second);
-  sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &third);
+  sluice__lb_pick(&f.lb, &plain, SEC, &first);
+  sluice__lb_pick(&f.lb, &again, SEC, &second);
+  sluice__lb_pick(&f.lb, &plain, SEC, &third);
   assert_int_equal(second, (first + 1) % 4);
   assert_int_equal(third, second);
   assert_int_equal(count[0], 100);
   assert_int_equal(count[2], 100);
   assert_int_equal(count[3], 100);
   for (int i = 0; i < 4; i++)
-    f.d[i].usable = 0;
+    sluice__lb_set_usable(&f.lb, &f.d[i], 0);
   size_t c = 99;
-  assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
-                   SLUICE__LB_NONE);
-  assert_int_equal(sluice__lb_pick(&f.lb, f.v, 0, &plain, SEC, &c),
-                   SLUICE__LB_NONE);
+  assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c), SLUICE__LB_NONE);
+  assert_int_equal(sluice__lb_set_dests(&f.lb, f.v, 0), 0);
+  assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c), SLUICE__LB_NONE);
+  sluice__lb_free(&f.lb);
 }
 
 static void lcc_prefers_least_loaded(void **state) {
@@ -125,13 +126,12 @@ static void lcc_prefers_least_loaded(void **state) {
   for (int i = 0; i < 2; i++)
     sluice__lb_sent(&f.lb, &f.d[2], &plain, SEC);
   size_t c = 99;
-  assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
-                   SLUICE__LB_PICKED);
+  assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c), SLUICE__LB_PICKED);
   assert_int_equal(c, 1);
   /* Picking and sending fills the least loaded first: 1, then 1 or 2 ... */
   size_t count[3] = {0};
   for (int i = 0; i < 6; i++) {
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     count[c]++;
     sluice__lb_sent(&f.lb, f.v[c], &plain, SEC);
@@ -142,21 +142,22 @@ static void lcc_prefers_least_loaded(void **state) {
   /* All at 4 now: ties go round robin. */
   size_t seen[3] = {0};
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     seen[c]++;
   }
   assert_int_equal(seen[0] + seen[1] + seen[2], 3);
   assert_true(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
   /* Unusable: never picked even when least loaded. */
-  f.d[1].usable = 0;
+  sluice__lb_set_usable(&f.lb, &f.d[1], 0);
   sluice__lb_complete(&f.lb, &f.d[1], &plain, MS, SLUICE_STATUS_OK, 10,
                       SEC + MS);
   for (int i = 0; i < 10; i++) {
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     assert_int_not_equal(c, 1);
   }
+  sluice__lb_free(&f.lb);
 }
 
 /* Power of two choices: the less loaded of two random destinations; the
@@ -174,7 +175,7 @@ static void lcc_p2c(void **state) {
   size_t count[4] = {0};
   for (int i = 0; i < 1200; i++) {
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, SEC, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, SEC, &c),
                      SLUICE__LB_PICKED);
     count[c]++;
   }
@@ -183,6 +184,7 @@ static void lcc_p2c(void **state) {
   assert_true(count[0] > 500 && count[0] < 700);
   assert_true(count[1] > 300 && count[1] < 500);
   assert_true(count[2] > 120 && count[2] < 280);
+  sluice__lb_free(&f.lb);
 }
 
 /* --- estimators ----------------------------------------------------------- */
@@ -429,6 +431,7 @@ static void admission_limits_and_paths(void **state) {
   sluice__lb_est_sent(&d->est, &p0, SEC);
   assert_int_equal(sluice__lb_check(&f.lb, d, &p0, SEC), SLUICE__LB_PATH_LIMIT);
   assert_true(sluice__lb_admits(&f.lb, d, &p1));
+  sluice__lb_free(&f.lb);
 }
 
 static void admission_path_share(void **state) {
@@ -453,6 +456,7 @@ static void admission_path_share(void **state) {
   sluice__lb_est_init(&d->est, &f.lb.cfg, SEC);
   sluice__lb_est_sent(&d->est, &p1, SEC);
   assert_true(sluice__lb_admits(&f.lb, d, &p0));
+  sluice__lb_free(&f.lb);
 }
 
 static void admission_deadline(void **state) {
@@ -483,10 +487,8 @@ static void admission_deadline(void **state) {
   assert_false(sluice__lb_in_time(d, &tight, t));
   assert_true(sluice__lb_in_time(d, &loose, t));
   size_t c = 99;
-  assert_int_equal(sluice__lb_pick(&f.lb, f.v, 1, &tight, t, &c),
-                   SLUICE__LB_DEADLINE);
-  assert_int_equal(sluice__lb_pick(&f.lb, f.v, 1, &loose, t, &c),
-                   SLUICE__LB_PICKED);
+  assert_int_equal(sluice__lb_pick(&f.lb, &tight, t, &c), SLUICE__LB_DEADLINE);
+  assert_int_equal(sluice__lb_pick(&f.lb, &loose, t, &c), SLUICE__LB_PICKED);
   /* Per path: a fast path's deadline is judged by its own latency. */
   sluice__lb_call fast = {2, 10, 0, 0, 0};
   sluice__lb_sent(&f.lb, d, &fast, t);
@@ -494,6 +496,7 @@ static void admission_deadline(void **state) {
   sluice__lb_call fast_tight = {2, 10, t + MS + 5 * MS, 0, 0};
   assert_true(sluice__lb_in_time(d, &fast_tight, t + MS));
   assert_false(sluice__lb_in_time(d, &tight, t + MS));
+  sluice__lb_free(&f.lb);
 }
 
 /* --- simulations ---------------------------------------------------------- */
@@ -803,6 +806,7 @@ static void bcc_peer_load(void **state) {
   }
   assert_string_equal(sluice__lb_bcc.state_name(d), "low");
   assert_true(d->limit < 100 && d->limit > d->est.limit * 0.99);
+  sluice__lb_free(&f.lb);
 }
 
 /* --- many destinations: sampled picks ------------------------------------ */
@@ -893,46 +897,49 @@ static void many_destinations_saturated(void **state) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;
     v[i] = &d[i];
+  }
+  assert_int_equal(sluice__lb_set_dests(&lb, v, N), 0);
+  for (size_t i = 0; i < N; i++) {
     sluice__lb_sent(&lb, &d[i], &c, SEC);
     sluice__lb_sent(&lb, &d[i], &c, SEC);
   }
   size_t chosen = N;
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC, &chosen),
                    SLUICE__LB_OVER_LIMIT);
   assert_true(lb.full_gen == lb.gen);
   /* Remembered, not scanned again: a change behind the balancer's back
    * (room made without any event it sees) is not noticed ... */
   d[321].est.in_flight = 0;
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC, &chosen),
                    SLUICE__LB_OVER_LIMIT);
-  /* ... until it is told (sluice__lb_changed). */
-  sluice__lb_changed(&lb);
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
-                   SLUICE__LB_PICKED);
+  /* ... until it is told (sluice__lb_dest_changed). */
+  sluice__lb_dest_changed(&lb, &d[321]);
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC, &chosen), SLUICE__LB_PICKED);
   assert_int_equal(chosen, 321);
   d[321].est.in_flight = 2;
-  sluice__lb_changed(&lb);
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC, &chosen),
+  sluice__lb_dest_changed(&lb, &d[321]);
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC, &chosen),
                    SLUICE__LB_OVER_LIMIT);
   /* One completion anywhere: the next pick finds that destination. */
   sluice__lb_complete(&lb, &d[777], &c, MS, SLUICE_STATUS_OK, 10, SEC + MS);
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC + MS, &chosen),
                    SLUICE__LB_PICKED);
   assert_int_equal(chosen, 777);
   sluice__lb_sent(&lb, &d[777], &c, SEC + MS);
   sluice__lb_sent(&lb, &d[777], &c, SEC + MS); /* past its grown limit */
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC + MS, &chosen),
                    SLUICE__LB_OVER_LIMIT);
-  /* A destination made usable by the channel (sluice__lb_changed). */
-  sluice__lb_dest_init(&lb, &d[5], SEC);
-  d[5].usable = 0;
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+  /* A destination restarted while down, then made usable by the channel
+   * (sluice__lb_set_usable). */
+  sluice__lb_set_usable(&lb, &d[5], 0);
+  sluice__lb_dest_reset(&lb, &d[5], SEC);
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC + MS, &chosen),
                    SLUICE__LB_OVER_LIMIT);
-  d[5].usable = 1;
-  sluice__lb_changed(&lb);
-  assert_int_equal(sluice__lb_pick(&lb, v, N, &c, SEC + MS, &chosen),
+  sluice__lb_set_usable(&lb, &d[5], 1);
+  assert_int_equal(sluice__lb_pick(&lb, &c, SEC + MS, &chosen),
                    SLUICE__LB_PICKED);
   assert_int_equal(chosen, 5);
+  sluice__lb_free(&lb);
 }
 
 /* --- cost of a pick ------------------------------------------------------- */
@@ -949,6 +956,9 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;
     v[i] = &d[i];
+  }
+  sluice__lb_set_dests(&lb, v, n);
+  for (size_t i = 0; i < n; i++) {
     for (size_t k = 0; k < i % 7; k++)
       sluice__lb_sent(&lb, &d[i], &c, SEC);
     sluice__lb_complete(&lb, &d[i], &c, MS, SLUICE_STATUS_OK, 10, SEC + MS);
@@ -958,10 +968,11 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n) {
   size_t sink = 0, chosen = 0;
   timespec_get(&a, TIME_UTC);
   for (int i = 0; i < iters; i++) {
-    sluice__lb_pick(&lb, v, n, &c, SEC + 2 * MS, &chosen);
+    sluice__lb_pick(&lb, &c, SEC + 2 * MS, &chosen);
     sink += chosen;
   }
   timespec_get(&b, TIME_UTC);
+  sluice__lb_free(&lb);
   double ns =
       ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
       iters;

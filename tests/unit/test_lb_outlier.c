@@ -47,6 +47,7 @@ static void fx_init(fixture *f, const sluice__lb_ops *ops, size_t n,
     f->d[i].usable = 1;
     f->v[i] = &f->d[i];
   }
+  assert_int_equal(sluice__lb_set_dests(&f->lb, f->v, n), 0);
 }
 
 static const sluice__lb_call plain = {0, 100, 0, 0, 0};
@@ -64,7 +65,7 @@ static size_t picks_of(fixture *f, size_t i, size_t k) {
   size_t got = 0;
   for (size_t j = 0; j < k; j++) {
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f->lb, f->v, f->n, &plain, f->now, &c),
+    assert_int_equal(sluice__lb_pick(&f->lb, &plain, f->now, &c),
                      SLUICE__LB_PICKED);
     assert_true(c < f->n);
     got += c == i;
@@ -139,6 +140,7 @@ static void which_codes_count(void **state) {
   f.now = until;
   assert_int_equal(picks_of(&f, 1, 30), 10);
   assert_int_equal(f.lb.eject_check, 0);
+  sluice__lb_free(&f.lb);
 }
 
 /* Durations: base x level, capped; one level forgiven per decay period
@@ -190,6 +192,7 @@ static void durations_and_decay(void **state) {
   assert_int_equal(picks_of(&f, 1, 2), 0);
   assert_int_equal(o->level, 1);
   assert_true(o->ejected_until_ns == f.now + SEC);
+  sluice__lb_free(&f.lb);
 }
 
 /* A failure share of at least 85 % over 20 calls ejects, even when the
@@ -217,6 +220,7 @@ static void failure_ratio(void **state) {
   printf("  failure share: ejected after %d more calls\n", k);
   assert_true(sluice__lb_ejected(&f.d[1], f.now));
   assert_true(k < 200);
+  sluice__lb_free(&f.lb);
 }
 
 /* The percentage cap, as gRPC counts it (100 x ejected / n < 50), and
@@ -258,6 +262,7 @@ static void percent_cap(void **state) {
     call_to(&f, 0, SLUICE_STATUS_UNAVAILABLE);
   assert_int_equal(picks_of(&f, 0, 10), 10);
   assert_int_equal(f.d[0].stats.outlier.ejections, 0);
+  sluice__lb_free(&f.lb);
 }
 
 /* Every destination fails alike: nothing is ejected (another must fail at
@@ -272,7 +277,7 @@ static void all_failing_alike(void **state) {
   size_t count[3] = {0};
   for (int k = 0; k < 30; k++) {
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, f.now, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, f.now, &c),
                      SLUICE__LB_PICKED);
     count[c]++;
   }
@@ -288,6 +293,7 @@ static void all_failing_alike(void **state) {
     call_to(&f, 1, SLUICE_STATUS_UNAVAILABLE);
   picks_of(&f, 0, 1);
   assert_true(sluice__lb_ejected(&f.d[1], f.now));
+  sluice__lb_free(&f.lb);
 }
 
 /* Every usable destination ejected (the healthy one lost its connection):
@@ -307,20 +313,22 @@ static void all_usable_ejected(void **state) {
     assert_int_equal(picks_of(&f, 0, 4), 4);
     assert_true(sluice__lb_ejected(&f.d[1], f.now));
     assert_true(sluice__lb_ejected(&f.d[2], f.now));
-    f.d[0].usable = 0;
+    sluice__lb_set_usable(&f.lb, &f.d[0], 0);
     size_t count[3] = {0};
     for (int k = 0; k < 10; k++) {
       size_t c = 99;
-      assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, f.now, &c),
+      assert_int_equal(sluice__lb_pick(&f.lb, &plain, f.now, &c),
                        SLUICE__LB_PICKED);
       count[c]++;
     }
     assert_int_equal(count[0], 0);
     assert_int_equal(count[1] + count[2], 10);
-    f.d[1].usable = f.d[2].usable = 0;
+    sluice__lb_set_usable(&f.lb, &f.d[1], 0);
+    sluice__lb_set_usable(&f.lb, &f.d[2], 0);
     size_t c = 99;
-    assert_int_equal(sluice__lb_pick(&f.lb, f.v, f.n, &plain, f.now, &c),
+    assert_int_equal(sluice__lb_pick(&f.lb, &plain, f.now, &c),
                      SLUICE__LB_NONE);
+    sluice__lb_free(&f.lb);
   }
 }
 
@@ -336,6 +344,9 @@ static void many_destinations(void **state) {
     sluice__lb_dest_init(&lb, &d[i], now);
     d[i].usable = 1;
     v[i] = &d[i];
+  }
+  assert_int_equal(sluice__lb_set_dests(&lb, v, 200), 0);
+  for (size_t i = 0; i < 200; i++) {
     sluice__lb_sent(&lb, &d[i], &plain, now);
     sluice__lb_complete(&lb, &d[i], &plain, MS, SLUICE_STATUS_OK, 0, now);
   }
@@ -348,13 +359,13 @@ static void many_destinations(void **state) {
   size_t count[200] = {0};
   for (int k = 0; k < 1900; k++) {
     size_t c = 999;
-    assert_int_equal(sluice__lb_pick(&lb, v, 200, &plain, now, &c),
-                     SLUICE__LB_PICKED);
+    assert_int_equal(sluice__lb_pick(&lb, &plain, now, &c), SLUICE__LB_PICKED);
     assert_true(c < 200);
     count[c]++;
   }
   for (size_t i = 0; i < 200; i++)
     assert_int_equal(count[i], i >= 150 && i < 160 ? 0 : 10);
+  sluice__lb_free(&lb);
 }
 
 /* --- simulations ---------------------------------------------------------- */
@@ -566,6 +577,9 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n, size_t ejected) {
     sluice__lb_dest_init(&lb, &d[i], SEC);
     d[i].usable = 1;
     v[i] = &d[i];
+  }
+  sluice__lb_set_dests(&lb, v, n);
+  for (size_t i = 0; i < n; i++) {
     for (size_t k = 0; k < i % 7; k++)
       sluice__lb_sent(&lb, &d[i], &c, SEC);
     sluice__lb_complete(&lb, &d[i], &c, MS, SLUICE_STATUS_OK, 10, SEC + MS);
@@ -577,17 +591,18 @@ static double pick_ns(const sluice__lb_ops *ops, size_t n, size_t ejected) {
                           SEC + MS);
     }
   size_t chosen = 0, sink = 0;
-  sluice__lb_pick(&lb, v, n, &c, SEC + 2 * MS, &chosen);
+  sluice__lb_pick(&lb, &c, SEC + 2 * MS, &chosen);
   for (size_t i = 0; i < ejected; i++)
     assert_true(sluice__lb_ejected(&d[i], SEC + 2 * MS));
   int iters = n > 10 ? 200000 : 2000000;
   struct timespec a, b;
   timespec_get(&a, TIME_UTC);
   for (int i = 0; i < iters; i++) {
-    sluice__lb_pick(&lb, v, n, &c, SEC + 2 * MS, &chosen);
+    sluice__lb_pick(&lb, &c, SEC + 2 * MS, &chosen);
     sink += chosen;
   }
   timespec_get(&b, TIME_UTC);
+  sluice__lb_free(&lb);
   double ns =
       ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
       iters;
