@@ -150,6 +150,9 @@ static void check_census(const sluice_channel *ch) {
   for (int s = 0; s < 4; s++)
     assert(n[s] == ch->census.n[s]);
   assert(refusing == ch->census.refusing);
+  /* The balancer's compact records are what its destinations say (its
+   * table is the set of the last pass unless that set changed). */
+  assert(ch->picker.views_stale || sluice__lb_records_ok(&ch->picker.lb));
 #else
   (void)ch;
 #endif

@@ -64,11 +64,11 @@ static void store_pressure(sluice__picker *p) {
  * what they report of their own downstream), at least 1 for a refusal.
  * Nothing
  * is kept at the edge (no parent would read it): no cost there. */
-static void note_pressure(sluice__picker *p, sluice__lb_verdict v, size_t n,
+static void note_pressure(sluice__picker *p, sluice__lb_verdict v,
                           uint64_t now) {
   if (!p->lb.inner || v == SLUICE__LB_NONE)
     return;
-  double sample = sluice__lb_pressure_sample(p->views, n, p->n_waiting, now);
+  double sample = sluice__lb_pressure_sample(&p->lb, p->n_waiting, now);
   if (v != SLUICE__LB_PICKED && sample < 1)
     sample = 1; /* refused: at the limits at least */
   sluice__lb_pressure_note(&p->lb, sample, now);
@@ -280,7 +280,7 @@ static int try_send(sluice__picker *p, sluice__subchannel **scs, size_t n,
   sluice__subchannel *sc = NULL;
   uint64_t now = 0;
   sluice__lb_verdict v = decide(p, scs, n, pk, &sc, &now);
-  note_pressure(p, v, n, now);
+  note_pressure(p, v, now);
   if (v == SLUICE__LB_NONE)
     return 0;
   if (v == SLUICE__LB_PICKED) {

@@ -33,38 +33,39 @@
  * when its failures never come 5 in a row. Completions while the
  * destination is ejected are not counted (they were sent before).
  *
- * A detector marks the destination suspect; the next pick decides, as it
- * sees every destination (O(n), once per failing completion of a suspect):
+ * A detector that fires decides at once, in that completion (O(1) but for
+ * the relative test's search, below):
  * - the percentage, as gRPC counts it: ejected only while fewer than
- *   eject_max_percent (50) of the destinations passed to pick are ejected
+ *   eject_max_percent (50) of the table's destinations are ejected
  *   (100 x ejected / n < 50 %: 1 of 2, 2 of 3 or 4, 3 of 5 or 6), and
  *   never the last one (a channel of one destination ejects nothing);
  * - relatively: another usable destination must fail at most half as
  *   often (its failure share over its last 1-2 windows, any number of
  *   calls) -- when every destination fails alike (a shared database is
  *   down) ejecting some would only pile the traffic onto the others, and
- *   keep them ejected for seconds after the recovery.
- * Refused, the mark is dropped: the next failure marks it again.
+ *   keep them ejected for seconds after the recovery. The search for one
+ *   starts after the destination and stops at the first found: O(1) while
+ *   most destinations are healthy, O(n) per such failure only when most
+ *   fail (a pass per pick did the same before, for every pick).
+ * Refused, nothing is kept: the next failure decides again.
  *
  * Ejected: not picked until now + eject_base_ns x level (1 s, 2 s ...,
  * at most max(base, eject_max_ns), 30 s), level = its ejections not yet
  * forgiven, one forgiven per eject_decay_ns (10 s) since the previous
  * ejection ended. Its counts start again from zero. When it ends (seen by
- * the next pick) the destination starts afresh, as a reconnected one does
+ * the next pick or completion, from a heap of the ends: O(1) while none
+ * ends) the destination starts afresh, as a reconnected one does
  * (restart(): measurements, limits and strategy state; not its stats nor
  * its calls in flight), and is picked like the others -- nothing probes it
  * meanwhile, as in gRPC. Still failing, it is ejected again after as many
  * failures, for longer.
  *
- * pick(): while nothing is ejected or suspect (lb->eject_check == 0) it
- * is the strategy's pick after one test. Otherwise a pass over the table
- * restarts the destinations whose ejection ended and decides the
- * suspects; the strategy then leaves the ejected destinations out
- * (sluice__lb_candidate, from their compact records) -- unless every
- * usable destination is ejected: then it chooses among them all, so that
- * ejection never makes a call fail with "no destination" -- it fails, if
+ * pick(): the strategy leaves the ejected destinations out
+ * (sluice__lb_candidate, from their compact records; a sampled pick
+ * draws again) -- unless every usable destination is ejected: then it
+ * chooses among them all, so that ejection never makes a call fail with
+ * "no destination" -- it fails, if
  * it must, with the destination's own status. */
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,15 @@ void sluice__lb_init(sluice__lb *lb, const sluice__lb_ops *ops,
 }
 
 void sluice__lb_free(sluice__lb *lb) {
+  free(lb->eject_heap);
+  free(lb->down_heap);
+  lb->eject_heap = NULL;
+  lb->down_heap = NULL;
+  lb->eject_n = lb->down_n = lb->down_cap = 0;
+  lb->p_n = 0;
+  lb->p_in_flight = 0;
+  lb->p_limit = 0;
+  lb->down_scan = 0;
   free(lb->dests);
   free(lb->hot);
   free(lb->hot_path[0]);
@@ -179,6 +189,8 @@ static uint32_t slot_of(const sluice__lb *lb, const sluice__lb_dest *d) {
   return i < lb->n && lb->dests[i] == d ? i : SLUICE__LB_NO_SLOT;
 }
 
+/* Adds (sign 1) or takes out (-1) what h counts for: the table's counts
+ * and the pressure's sums (sluice__lb_pressure_sample). */
 static void count_hot(sluice__lb *lb, const sluice__lb_hot *h, int sign) {
   size_t k = sign > 0 ? 1 : (size_t)-1; /* wraps: a subtraction */
   if (h->usable)
@@ -187,6 +199,22 @@ static void count_hot(sluice__lb *lb, const sluice__lb_hot *h, int sign) {
     lb->n_ejected += k;
   if (h->usable && h->ejected)
     lb->n_usable_ejected += k;
+  if (h->usable && h->limit > 0) {
+    lb->p_n += k;
+    lb->p_in_flight += sign > 0 ? h->in_flight : -(uint64_t)h->in_flight;
+    lb->p_limit += sign > 0 ? h->limit : -h->limit;
+    if (!lb->p_n)
+      lb->p_limit = 0; /* exactly: no rounding residue divides a sample */
+  }
+}
+
+/* The pressure's limit sum from scratch (see sluice__lb.p_changes). */
+static double sum_limits(const sluice__lb *lb) {
+  double sum = 0;
+  for (size_t i = 0; i < lb->n; i++)
+    if (lb->hot[i].usable && lb->hot[i].limit > 0)
+      sum += lb->hot[i].limit;
+  return sum;
 }
 
 static void sync_dest(sluice__lb *lb, const sluice__lb_dest *d, uint32_t path) {
@@ -198,11 +226,111 @@ static void sync_dest(sluice__lb *lb, const sluice__lb_dest *d, uint32_t path) {
   fill_hot(lb, d, h);
   count_hot(lb, h, 1);
   lb->skip_ejected = lb->n_usable_ejected < lb->n_usable;
+  if (++lb->p_changes >= SLUICE__LB_RESUM) {
+    lb->p_changes = 0;
+    lb->p_limit = sum_limits(lb);
+  }
   if (path == SYNC_ALL) {
     for (uint32_t p = 0; p < SLUICE__LB_MAX_PATHS; p++)
       fill_hot_path(d, p, &lb->hot_path[p][i]);
   } else if (path < SLUICE__LB_MAX_PATHS) {
     fill_hot_path(d, path, &lb->hot_path[path][i]);
+  }
+}
+
+/* --- heaps: the ends of ejections (min), downstream reports (max) ------- */
+
+static void eject_push(sluice__lb *lb, uint64_t until, uint32_t slot) {
+  struct sluice__lb_eject_end *h = lb->eject_heap;
+  if (lb->eject_n >= lb->n_cap)
+    return; /* cannot happen: one entry per ejected destination */
+  size_t i = lb->eject_n++;
+  while (i) {
+    size_t up = (i - 1) / 2;
+    if (h[up].until_ns <= until)
+      break;
+    h[i] = h[up];
+    i = up;
+  }
+  h[i].until_ns = until;
+  h[i].slot = slot;
+}
+
+static void eject_pop(sluice__lb *lb) {
+  struct sluice__lb_eject_end *h = lb->eject_heap;
+  size_t n = --lb->eject_n, i = 0;
+  if (!n)
+    return;
+  struct sluice__lb_eject_end last = h[n];
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n)
+      break;
+    if (c + 1 < n && h[c + 1].until_ns < h[c].until_ns)
+      c++;
+    if (h[c].until_ns >= last.until_ns)
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+}
+
+static int down_push(sluice__lb *lb, double down, uint64_t ns, uint32_t slot) {
+  if (lb->down_n == lb->down_cap) {
+    size_t cap = lb->down_cap ? 2 * lb->down_cap : 16;
+    struct sluice__lb_down *v = realloc(lb->down_heap, cap * sizeof *v);
+    if (!v) {
+      lb->down_scan = 1;
+      return -1;
+    }
+    lb->down_heap = v;
+    lb->down_cap = cap;
+  }
+  struct sluice__lb_down *h = lb->down_heap;
+  size_t i = lb->down_n++;
+  while (i) {
+    size_t up = (i - 1) / 2;
+    if (h[up].down >= down)
+      break;
+    h[i] = h[up];
+    i = up;
+  }
+  h[i].down = down;
+  h[i].ns = ns;
+  h[i].slot = slot;
+  return 0;
+}
+
+static void down_pop(sluice__lb *lb) {
+  struct sluice__lb_down *h = lb->down_heap;
+  size_t n = --lb->down_n, i = 0;
+  if (!n)
+    return;
+  struct sluice__lb_down last = h[n];
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n)
+      break;
+    if (c + 1 < n && h[c + 1].down > h[c].down)
+      c++;
+    if (h[c].down <= last.down)
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+}
+
+/* One entry per table destination with a report (> 0): after a new table,
+ * or when superseded and stale entries pile up. */
+static void down_rebuild(sluice__lb *lb) {
+  lb->down_n = 0;
+  lb->down_scan = 0;
+  for (size_t i = 0; i < lb->n; i++) {
+    const sluice__lb_est *e = &lb->dests[i]->est;
+    if (e->peer_down > 0)
+      down_push(lb, e->peer_down, e->peer_load_ns, (uint32_t)i);
   }
 }
 
@@ -218,30 +346,44 @@ int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
     sluice__lb_hot *h = aligned_alloc(HOT_ALIGN, cap * sizeof *h);
     sluice__lb_hot_path *hp = aligned_alloc(
         HOT_ALIGN, SLUICE__LB_MAX_PATHS * cap * sizeof(sluice__lb_hot_path));
-    if (!v || !h || !hp) {
+    struct sluice__lb_eject_end *eh = malloc(cap * sizeof *eh);
+    if (!v || !h || !hp || !eh) {
       free(v);
       free(h);
       free(hp);
+      free(eh);
       sluice__lb_free(lb);
       return -1;
     }
     sluice__lb_free(lb);
     lb->dests = v;
     lb->hot = h;
+    lb->eject_heap = eh;
     for (size_t p = 0; p < SLUICE__LB_MAX_PATHS; p++)
       lb->hot_path[p] = hp + p * cap;
     lb->n_cap = cap;
   }
   lb->n = n;
   lb->n_usable = lb->n_ejected = lb->n_usable_ejected = 0;
+  lb->p_n = 0;
+  lb->p_in_flight = 0;
+  lb->p_limit = 0;
+  lb->eject_n = 0;
   for (size_t i = 0; i < n; i++) {
     lb->dests[i] = dests[i];
     dests[i]->slot = (uint32_t)i;
     memset(&lb->hot[i], 0, sizeof lb->hot[i]);
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    const sluice__lb_outlier *o = &dests[i]->stats.outlier;
     sync_dest(lb, dests[i], SYNC_ALL);
+    if (o->ejected)
+      eject_push(lb, o->ejected_until_ns, (uint32_t)i);
+  }
   lb->skip_ejected = lb->n_usable_ejected < lb->n_usable;
+  lb->p_limit = sum_limits(lb);
+  lb->p_changes = 0;
+  down_rebuild(lb);
   return 0;
 }
 
@@ -328,13 +470,14 @@ static void outlier_counts(const sluice__lb_outlier *o,
   }
 }
 
-static void outlier_record(sluice__lb *lb, sluice__lb_dest *d,
-                           sluice_status_code code, uint64_t now) {
+/* Counts a completion at d; non-zero when a detector fired. */
+static int outlier_record(sluice__lb *lb, sluice__lb_dest *d,
+                          sluice_status_code code, uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
   sluice__lb_outlier *o = &d->stats.outlier;
   int k = outlier_class(code);
   if (!cfg->eject_max_percent || k < 0 || now < o->ejected_until_ns)
-    return;
+    return 0;
   uint64_t w = eject_window(cfg);
   if (now >= o->win_start_ns && now - o->win_start_ns >= w) {
     int adjacent = now - o->win_start_ns < 2 * w;
@@ -347,7 +490,7 @@ static void outlier_record(sluice__lb *lb, sluice__lb_dest *d,
     o->win_calls++;
   if (!k) {
     o->consecutive = 0;
-    return;
+    return 0;
   }
   if (o->win_failed < UINT32_MAX)
     o->win_failed++;
@@ -356,32 +499,30 @@ static void outlier_record(sluice__lb *lb, sluice__lb_dest *d,
   uint64_t calls = (uint64_t)o->win_calls + o->prev_calls;
   uint64_t failed = (uint64_t)o->win_failed + o->prev_failed;
   uint64_t min = cfg->eject_min_calls ? cfg->eject_min_calls : 1;
-  if ((cfg->eject_consecutive && o->consecutive >= cfg->eject_consecutive) ||
-      (cfg->eject_ratio > 0 && calls >= min &&
-       (double)failed >= cfg->eject_ratio * (double)calls)) {
-    o->suspect = 1;
-    lb->eject_check = 1;
-  }
+  return (cfg->eject_consecutive && o->consecutive >= cfg->eject_consecutive) ||
+         (cfg->eject_ratio > 0 && calls >= min &&
+          (double)failed >= cfg->eject_ratio * (double)calls);
 }
 
-/* May the table's destination i (suspect, not ejected) be ejected,
- * `ejected` of the table being so already? */
-static int may_eject(const sluice__lb *lb, size_t i, size_t ejected,
-                     uint64_t now) {
+/* May the table's destination i (a detector fired, not ejected) be
+ * ejected? The others are searched from i + 1 on for one that fails at
+ * most half as often, up to the first found. */
+static int may_eject(const sluice__lb *lb, size_t i, uint64_t now) {
   const sluice__lb_config *cfg = &lb->cfg;
-  size_t n = lb->n;
+  size_t n = lb->n, ejected = lb->n_ejected;
   if (ejected + 1 >= n ||
       100 * (double)ejected >= (double)cfg->eject_max_percent * (double)n)
     return 0;
   uint64_t calls, failed;
   outlier_counts(&lb->dests[i]->stats.outlier, cfg, now, &calls, &failed);
   double bar = EJECT_RELATIVE * (calls ? (double)failed / (double)calls : 1);
-  for (size_t j = 0; j < n; j++) {
-    const sluice__lb_dest *o = lb->dests[j];
-    if (j == i || !o->usable || sluice__lb_ejected(o, now))
+  for (size_t k = 1, j = i; k < n; k++) {
+    j = j + 1 < n ? j + 1 : 0;
+    const sluice__lb_hot *h = &lb->hot[j];
+    if (!h->usable || h->ejected)
       continue;
     uint64_t oc, of;
-    outlier_counts(&o->stats.outlier, cfg, now, &oc, &of);
+    outlier_counts(&lb->dests[j]->stats.outlier, cfg, now, &oc, &of);
     if (oc && (double)of <= bar * (double)oc)
       return 1;
   }
@@ -438,81 +579,33 @@ static void eject(sluice__lb *lb, sluice__lb_dest *d, uint64_t now) {
   o->win_start_ns = now;
   lb->gen++;
   sync_dest(lb, d, SYNC_NO_PATH);
+  uint32_t i = slot_of(lb, d);
+  if (i != SLUICE__LB_NO_SLOT)
+    eject_push(lb, o->ejected_until_ns, i);
 }
 
-/* The pass a pick makes while a destination may be ejected or suspect:
- * it counts the ejected, restarts those whose ejection ended, and decides
- * the suspects. The strategy then leaves the ejected out itself
- * (sluice__lb_candidate). */
-static void eject_pass(sluice__lb *lb, uint64_t now) {
-  size_t n = lb->n, ejected = 0;
-  int suspects = 0;
-  for (size_t i = 0; i < n; i++) {
-    sluice__lb_dest *d = lb->dests[i];
+/* Restarts the destinations whose ejection is over at now (the heap's
+ * top: one test while none is). */
+static void end_ejections(sluice__lb *lb, uint64_t now) {
+  while (lb->eject_n && lb->eject_heap[0].until_ns <= now) {
+    struct sluice__lb_eject_end e = lb->eject_heap[0];
+    eject_pop(lb);
+    sluice__lb_dest *d = lb->dests[e.slot];
     sluice__lb_outlier *o = &d->stats.outlier;
-    if (now < o->ejected_until_ns) {
-      ejected++;
-      continue;
-    }
-    if (o->ejected) {
+    if (o->ejected && o->ejected_until_ns == e.until_ns) {
       o->ejected = 0;
       restart(lb, d, now);
     }
-    suspects |= o->suspect;
   }
-  if (suspects) {
-    for (size_t i = 0; i < n; i++) {
-      sluice__lb_dest *d = lb->dests[i];
-      if (!d->stats.outlier.suspect)
-        continue;
-      d->stats.outlier.suspect = 0;
-      if (!sluice__lb_ejected(d, now) && may_eject(lb, i, ejected, now)) {
-        eject(lb, d, now);
-        ejected++;
-      }
-    }
-  }
-  /* Off only through here, after a pass that restarted every ejection
-   * that had ended. */
-  lb->eject_check = ejected > 0;
-}
-
-/* Debug builds: the chosen destination's records are what a fresh copy
- * of it gives (nothing changed it behind sync_dest's back). */
-static void check_records(const sluice__lb *lb, size_t i,
-                          const sluice__lb_call *call) {
-#ifndef NDEBUG
-  sluice__lb_hot h;
-  sluice__lb_hot_path hp;
-  const sluice__lb_hot *r = &lb->hot[i];
-  uint32_t p = sluice__lb_path(call);
-  const sluice__lb_hot_path *rp = &lb->hot_path[p][i];
-  fill_hot(lb, lb->dests[i], &h);
-  fill_hot_path(lb->dests[i], p, &hp);
-  assert(h.usable == r->usable && h.ejected == r->ejected &&
-         h.evidence == r->evidence && h.in_flight == r->in_flight &&
-         h.limit == r->limit && h.demoted_until_ns == r->demoted_until_ns &&
-         h.rate_calls == r->rate_calls && h.lat_ewma_ns == r->lat_ewma_ns &&
-         h.lat_min_ns == r->lat_min_ns);
-  assert(hp.in_flight == rp->in_flight && hp.lat_ewma_ns == rp->lat_ewma_ns &&
-         hp.lat_min_ns == rp->lat_min_ns);
-#else
-  (void)lb;
-  (void)i;
-  (void)call;
-#endif
 }
 
 sluice__lb_verdict sluice__lb_pick(sluice__lb *lb, const sluice__lb_call *call,
                                    uint64_t now, size_t *chosen) {
   if (!lb->n)
     return SLUICE__LB_NONE;
-  if (lb->eject_check)
-    eject_pass(lb, now);
-  sluice__lb_verdict v = lb->ops->pick(lb, call, now, chosen);
-  if (v == SLUICE__LB_PICKED)
-    check_records(lb, *chosen, call);
-  return v;
+  if (lb->eject_n && lb->eject_heap[0].until_ns <= now)
+    end_ejections(lb, now);
+  return lb->ops->pick(lb, call, now, chosen);
 }
 
 void sluice__lb_sent(sluice__lb *lb, sluice__lb_dest *d,
@@ -564,13 +657,16 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
                          const sluice__lb_call *call, uint64_t latency_ns,
                          sluice_status_code code, uint32_t resp_size,
                          uint64_t now) {
+  /* First the ends due (d's own may be one): a detector that fires below
+   * decides on the destinations as they are now. */
+  end_ejections(lb, now);
   lb->gen++;
   sluice__histogram_record(&d->stats.latency, latency_ns / 1000);
   if (code == SLUICE_STATUS_OK)
     d->stats.ok++;
   else
     d->stats.failed++;
-  outlier_record(lb, d, code, now);
+  int fired = outlier_record(lb, d, code, now);
   uint64_t period = d->est.lat_min_since_ns;
   sluice__lb_est_done(&d->est, &lb->cfg, call, latency_ns, est_outcome(code),
                       resp_size, now);
@@ -580,6 +676,11 @@ void sluice__lb_complete(sluice__lb *lb, sluice__lb_dest *d,
   sync_dest(lb, d,
             d->est.lat_min_since_ns != period ? SYNC_ALL
                                               : sluice__lb_path(call));
+  /* A detector fired: decided now (see the top comment). */
+  uint32_t i = fired ? slot_of(lb, d) : SLUICE__LB_NO_SLOT;
+  if (i != SLUICE__LB_NO_SLOT && !sluice__lb_ejected(d, now) &&
+      may_eject(lb, i, now))
+    eject(lb, d, now);
 }
 
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
@@ -590,6 +691,14 @@ void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
   if (lb->ops->on_peer_load)
     lb->ops->on_peer_load(lb, d, l, now);
   sync_dest(lb, d, SYNC_NO_PATH);
+  uint32_t i = slot_of(lb, d);
+  if (i != SLUICE__LB_NO_SLOT && d->est.peer_down > 0) {
+    /* Superseded and stale entries leave only from the top: rebuilt when
+     * they are most of the heap (amortised O(1) per report). */
+    if (lb->down_n >= 2 * lb->n + 64)
+      down_rebuild(lb);
+    down_push(lb, d->est.peer_down, d->est.peer_load_ns, i);
+  }
 }
 
 double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e) {
@@ -625,23 +734,104 @@ void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now) {
   lb->pressure_ns = now;
 }
 
-double sluice__lb_pressure_sample(sluice__lb_dest *const *dests, size_t n,
-                                  size_t waiting, uint64_t now) {
-  double in_flight = (double)waiting, limit = 0, down = 0;
-  for (size_t i = 0; i < n; i++) {
-    const sluice__lb_dest *d = dests[i];
-    if (!d->usable)
-      continue;
-    if (d->limit > 0) {
-      in_flight += d->est.in_flight;
-      limit += d->limit;
-    }
-    if (d->est.peer_down > down &&
-        now - d->est.peer_load_ns < SLUICE__LB_PEER_FRESH_NS)
-      down = d->est.peer_down;
+/* A downstream report that still counts: its destination's latest, and
+ * fresh. */
+static int down_valid(const sluice__lb *lb, const struct sluice__lb_down *e,
+                      uint64_t now) {
+  const sluice__lb_est *est = &lb->dests[e->slot]->est;
+  return est->peer_load_ns == e->ns && est->peer_down == e->down &&
+         now - e->ns < SLUICE__LB_PEER_FRESH_NS;
+}
+
+/* The largest fresh downstream report of a usable destination, by a scan
+ * (what the heap gives; its fallback). */
+static double down_scan(const sluice__lb *lb, uint64_t now) {
+  double down = 0;
+  for (size_t i = 0; i < lb->n; i++) {
+    const sluice__lb_est *e = &lb->dests[i]->est;
+    if (lb->hot[i].usable && e->peer_down > down &&
+        now - e->peer_load_ns < SLUICE__LB_PEER_FRESH_NS)
+      down = e->peer_down;
   }
-  double own = limit > 0 ? in_flight / limit : 0;
+  return down;
+}
+
+/* Valid entries of destinations that are not usable, set aside while the
+ * heap is searched under them; more than this: a scan. */
+#define DOWN_ASIDE 8
+
+double sluice__lb_pressure_sample(sluice__lb *lb, size_t waiting,
+                                  uint64_t now) {
+  double own = lb->p_limit > 0
+                   ? ((double)waiting + (double)lb->p_in_flight) / lb->p_limit
+                   : 0;
+  double down = 0;
+  if (lb->down_scan) {
+    down = down_scan(lb, now);
+  } else {
+    struct sluice__lb_down aside[DOWN_ASIDE];
+    size_t n_aside = 0;
+    while (lb->down_n) {
+      struct sluice__lb_down top = lb->down_heap[0];
+      if (!down_valid(lb, &top, now)) {
+        down_pop(lb); /* superseded or stale: for good */
+        continue;
+      }
+      if (lb->hot[top.slot].usable) {
+        down = top.down;
+        break;
+      }
+      if (n_aside == DOWN_ASIDE) {
+        down = down_scan(lb, now);
+        break;
+      }
+      aside[n_aside++] = top;
+      down_pop(lb);
+    }
+    for (size_t k = 0; k < n_aside; k++) /* room: they were just popped */
+      down_push(lb, aside[k].down, aside[k].ns, aside[k].slot);
+  }
   return own > down ? own : down;
+}
+
+int sluice__lb_records_ok(const sluice__lb *lb) {
+  size_t usable = 0, ejected = 0, both = 0, p_n = 0;
+  uint64_t p_in_flight = 0;
+  for (size_t i = 0; i < lb->n; i++) {
+    const sluice__lb_dest *d = lb->dests[i];
+    if (d->slot != i)
+      return 0;
+    sluice__lb_hot h;
+    fill_hot(lb, d, &h);
+    const sluice__lb_hot *r = &lb->hot[i];
+    if (h.usable != r->usable || h.ejected != r->ejected ||
+        h.evidence != r->evidence || h.in_flight != r->in_flight ||
+        h.limit != r->limit || h.demoted_until_ns != r->demoted_until_ns ||
+        h.rate_calls != r->rate_calls || h.lat_ewma_ns != r->lat_ewma_ns ||
+        h.lat_min_ns != r->lat_min_ns)
+      return 0;
+    for (uint32_t p = 0; p < SLUICE__LB_MAX_PATHS; p++) {
+      sluice__lb_hot_path hp;
+      const sluice__lb_hot_path *rp = &lb->hot_path[p][i];
+      fill_hot_path(d, p, &hp);
+      if (hp.in_flight != rp->in_flight || hp.lat_ewma_ns != rp->lat_ewma_ns ||
+          hp.lat_min_ns != rp->lat_min_ns)
+        return 0;
+    }
+    usable += h.usable;
+    ejected += h.ejected;
+    both += h.usable && h.ejected;
+    if (h.usable && h.limit > 0) {
+      p_n++;
+      p_in_flight += h.in_flight;
+    }
+  }
+  double limit = sum_limits(lb), err = lb->p_limit - limit;
+  return usable == lb->n_usable && ejected == lb->n_ejected &&
+         both == lb->n_usable_ejected && lb->eject_n == lb->n_ejected &&
+         lb->skip_ejected == (both < usable) && p_n == lb->p_n &&
+         p_in_flight == lb->p_in_flight &&
+         (err < 0 ? -err : err) <= 1e-9 * (limit > 1 ? limit : 1);
 }
 
 /* Why d cannot take call under its limits, or PICKED.

@@ -229,9 +229,8 @@ typedef struct sluice__lb_outlier {
   uint32_t win_calls, win_failed;   /* calls counted, failed: this window */
   uint32_t prev_calls, prev_failed; /* ... the window before */
   uint64_t win_start_ns;
-  int suspect; /* a detector fired: the next pick decides (it sees every
-                  destination: the percentage, the others' failures) */
-  int ejected; /* was ejected: the first pick after the end restarts it */
+  int ejected; /* was ejected: restarted once the end is seen (by the
+                  first pick or completion at or after ejected_until_ns) */
 } sluice__lb_outlier;
 
 /* Per-destination stats, kept by lb.c. */
@@ -349,9 +348,15 @@ struct sluice__lb {
   size_t n_usable, n_ejected, n_usable_ejected;
   uint8_t skip_ejected;
   size_t rr_next;
-  uint64_t rng;    /* xorshift state (p2c) */
-  int eject_check; /* a destination may be ejected or suspect: pick
-                      looks (0: it calls the strategy at once) */
+  uint64_t rng; /* xorshift state (p2c) */
+  /* Ejections to end: a min-heap of the table's ejected destinations by
+   * the end of their ejection, looked at by every pick and completion
+   * (O(1) while none ends; O(log n) per ending). Rebuilt with the table. */
+  struct sluice__lb_eject_end {
+    uint64_t until_ns;
+    uint32_t slot;
+  } * eject_heap;
+  size_t eject_n;
   /* Sampled picks (scan_max): gen counts every event that may let a
    * destination admit a call it refused (a completion, a sent call, a load
    * report, a destination's (re)start, sluice__lb_set_usable,
@@ -377,7 +382,31 @@ struct sluice__lb {
                            average of sluice__lb_pressure_sample over ~100 ms of
                            decisions); < 0 none */
   uint64_t pressure_ns; /* its last decision */
+  /* What sluice__lb_pressure_sample adds up, kept as the records change
+   * (sync_dest): the in flight and limits of the usable destinations that
+   * have a limit; p_limit is summed anew every SLUICE__LB_RESUM changes so
+   * that rounding cannot accumulate. */
+  size_t p_n; /* how many such destinations: none, p_limit is 0 */
+  uint64_t p_in_flight;
+  double p_limit;
+  uint32_t p_changes;
+  /* The downstream pressures the table's destinations reported (> 0): a
+   * max-heap, one entry per report, an entry valid while it is its
+   * destination's latest report and fresh (stale ones leave when they
+   * come to the top; the heap is rebuilt from the destinations when it
+   * holds far more entries than destinations). */
+  struct sluice__lb_down {
+    double down;
+    uint64_t ns;
+    uint32_t slot;
+  } * down_heap;
+  size_t down_n, down_cap;
+  int down_scan; /* a report could not be kept (no memory): samples scan
+                    the table until it is rebuilt */
 };
+
+/* See sluice__lb.p_changes. */
+#define SLUICE__LB_RESUM 65536
 
 /* The strategies, by name: "rr", "lcc", "bcc", "btc". NULL if unknown. */
 const sluice__lb_ops *sluice__lb_find(const char *name);
@@ -400,6 +429,10 @@ void sluice__lb_dest_reset(sluice__lb *lb, sluice__lb_dest *d, uint64_t now);
  * without memory (the table is then empty: picks find nothing). */
 int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
                          size_t n);
+/* Non-zero when every record of the table is what a fresh copy of its
+ * destination gives, and the counts and sums kept from them are right
+ * (O(n): tests, and the channel's debug checks). */
+int sluice__lb_records_ok(const sluice__lb *lb);
 /* The channel connects or loses d (a pick's candidate or not). */
 void sluice__lb_set_usable(sluice__lb *lb, sluice__lb_dest *d, int usable);
 /* A field of d that picks read (its compact record) was changed outside
@@ -412,12 +445,12 @@ void sluice__lb_dest_changed(sluice__lb *lb, sluice__lb_dest *d);
  * strategy), peer load report.
  *
  * Outlier ejection wraps every strategy: complete() counts the failures
- * that are the destination's own fault; pick() ejects a destination whose
+ * that are the destination's own fault and ejects a destination whose
  * detector fired (when the channel may lose it and another destination
- * fails clearly less), and the strategy leaves the ejected destinations
- * out (sluice__lb_candidate) -- unless every usable one is, so that
- * ejection never turns into "no destination". While nothing is ejected or
- * suspect, pick() is the strategy's pick and one test.
+ * fails clearly less); the strategy leaves the ejected destinations out
+ * (sluice__lb_candidate) -- unless every usable one is, so that ejection
+ * never turns into "no destination". pick() and complete() end the
+ * ejections whose time is up first (one test while none is).
  *
  * pick() chooses among the table (sluice__lb_set_dests) and reads only the
  * compact records; *chosen is an index in the table. */
@@ -442,12 +475,12 @@ double sluice__lb_peer_busy(const sluice__lb *lb, const sluice__lb_est *e);
  * 1, more is clamped), weighted by the time since the previous one (time
  * constant 100 ms). */
 void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now);
-/* The back-pressure the channel sees now (not clamped): the calls in flight and
- * waiting against the usable destinations' limits (0 when none has a
+/* The back-pressure the channel sees now (not clamped): the calls in flight
+ * and waiting against the usable destinations' limits (0 when none has a
  * limit: rr), or the largest downstream pressure a usable destination
- * reported lately, whichever is higher. */
-double sluice__lb_pressure_sample(sluice__lb_dest *const *dests, size_t n,
-                                  size_t waiting, uint64_t now);
+ * reported lately, whichever is higher. O(1) amortised: the sums are kept
+ * by sync_dest, the largest report by a heap. */
+double sluice__lb_pressure_sample(sluice__lb *lb, size_t waiting, uint64_t now);
 /* (Named _peer_report, not _peer_load: that is the report's type.) */
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
                             const sluice__lb_peer_load *l, uint64_t now);

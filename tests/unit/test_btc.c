@@ -443,6 +443,7 @@ static void chain_edge(void **state) {
     sluice__lb_dest_init(&lb, &d, 1);
     d.usable = 1;
     sluice__lb_dest *ds[] = {&d};
+    assert_int_equal(sluice__lb_set_dests(&lb, ds, 1), 0);
     sluice__lb_call call = {0};
     uint64_t t = SEC;
     sluice__lb_peer_load mild = {0.02, 100, 0, 0, 0.6};
@@ -456,7 +457,7 @@ static void chain_edge(void **state) {
                           t + 5 * MS);
     }
     double busy = sluice__lb_peer_busy(&lb, &d.est);
-    double sample = sluice__lb_pressure_sample(ds, 1, 0, t);
+    double sample = sluice__lb_pressure_sample(&lb, 0, t);
     if (inner) {
       assert_near(busy, 0.02, 1e-9);
       assert_true(sluice__lb_est_peer_idle(&d.est, t));
@@ -470,8 +471,9 @@ static void chain_edge(void **state) {
     assert_true(sample >= 0.95 - 1e-9);
     /* A stale report is not passed up. */
     assert_near(
-        sluice__lb_pressure_sample(ds, 1, 0, t + SLUICE__LB_PEER_FRESH_NS + MS),
+        sluice__lb_pressure_sample(&lb, 0, t + SLUICE__LB_PEER_FRESH_NS + MS),
         0, 1e-9);
+    sluice__lb_free(&lb);
   }
 }
 

@@ -266,15 +266,25 @@ static void pressure_sample_and_note(void **state) {
   b.est.in_flight = 3;
   off.est.in_flight = 10; /* not usable: not counted */
   sluice__lb_dest *ds[] = {&a, &b, &off};
-  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.5, 1e-9);
+  assert_int_equal(sluice__lb_set_dests(&lb, ds, 3), 0);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t), 0.5, 1e-9);
   sluice__lb_peer_load l = {0.1, 100, 0, 0, 0.8};
   sluice__lb_peer_report(&lb, &b, &l, t);
-  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.8, 1e-9);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t), 0.8, 1e-9);
+  /* Not usable: its report does not count either. */
+  sluice__lb_peer_load more = {0.1, 100, 0, 0, 0.9};
+  sluice__lb_peer_report(&lb, &off, &more, t);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t), 0.8, 1e-9);
   /* No limits (rr): only what the destinations report. */
   a.limit = b.limit = 0;
-  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0.8, 1e-9);
-  b.est.peer_down = -1;
-  assert_near(sluice__lb_pressure_sample(ds, 3, 2, t), 0, 1e-9);
+  sluice__lb_dest_changed(&lb, &a);
+  sluice__lb_dest_changed(&lb, &b);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t), 0.8, 1e-9);
+  /* A newer report replaces the older one; a stale one counts no more. */
+  sluice__lb_peer_load calm = {0.1, 100, 0, 0, 0.3};
+  sluice__lb_peer_report(&lb, &b, &calm, t + MS);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t + MS), 0.3, 1e-9);
+  assert_near(sluice__lb_pressure_sample(&lb, 2, t + MS + SEC), 0, 1e-9);
   /* The first decision sets it; then each moves it by the time since the
    * previous one over the 100 ms time constant. */
   sluice__lb_pressure_note(&lb, 0.5, t);
@@ -290,6 +300,146 @@ static void pressure_sample_and_note(void **state) {
   /* A decision long after sets it (and clamps below at 0). */
   sluice__lb_pressure_note(&lb, -3, t + 2 * SEC);
   assert_near(lb.pressure, 0, 1e-9);
+  sluice__lb_free(&lb);
+}
+
+/* --- the compact records under random events ----------------------------- */
+
+static uint64_t rnd_state = 88172645463325252ull;
+static uint64_t rnd(uint64_t n) {
+  rnd_state ^= rnd_state << 13;
+  rnd_state ^= rnd_state >> 7;
+  rnd_state ^= rnd_state << 17;
+  return n ? rnd_state % n : 0;
+}
+
+/* sluice__lb_pressure_sample as it was computed before it was kept
+ * incrementally: a pass over the table. */
+static double pressure_ref(const sluice__lb *lb, size_t waiting, uint64_t now) {
+  double in_flight = (double)waiting, limit = 0, down = 0;
+  for (size_t i = 0; i < lb->n; i++) {
+    const sluice__lb_dest *d = lb->dests[i];
+    if (!d->usable)
+      continue;
+    if (d->limit > 0) {
+      in_flight += d->est.in_flight;
+      limit += d->limit;
+    }
+    if (d->est.peer_down > down &&
+        now - d->est.peer_load_ns < SLUICE__LB_PEER_FRESH_NS)
+      down = d->est.peer_down;
+  }
+  double own = limit > 0 ? in_flight / limit : 0;
+  return own > down ? own : down;
+}
+
+/* Every event that changes what a pick reads, in random order with random
+ * values (calls on 10 paths, failures that eject, load reports, usable
+ * flags, direct writes, reconnections, new tables): after each, the
+ * compact records, the table's counts and the pressure's running sums are
+ * what a full recomputation gives. */
+static void records_follow_random_events(void **state) {
+  (void)state;
+  enum { N = 40, CALLS = 4096 };
+  const sluice__lb_ops *ops[] = {&sluice__lb_rr, &sluice__lb_lcc,
+                                 &sluice__lb_bcc, &sluice__lb_btc};
+  static const sluice_status_code codes[] = {SLUICE_STATUS_OK,
+                                             SLUICE_STATUS_OK,
+                                             SLUICE_STATUS_OK,
+                                             SLUICE_STATUS_OK,
+                                             SLUICE_STATUS_NOT_FOUND,
+                                             SLUICE_STATUS_UNAVAILABLE,
+                                             SLUICE_STATUS_INTERNAL,
+                                             SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                                             SLUICE_STATUS_DEADLINE_EXCEEDED};
+  static sluice__lb_dest d[N];
+  sluice__lb_dest *v[N];
+  static struct {
+    size_t dest;
+    sluice__lb_call call;
+  } out[CALLS];
+  for (size_t s = 0; s < 4; s++) {
+    sluice__lb_config cfg;
+    sluice__lb_config_default(&cfg);
+    cfg.initial_limit = 20; /* limits that are reached and move */
+    sluice__lb lb;
+    sluice__lb_init(&lb, ops[s], &cfg);
+    uint64_t now = SEC;
+    size_t n_out = 0, outstanding[N] = {0}, ejections = 0;
+    for (size_t i = 0; i < N; i++) {
+      sluice__lb_dest_init(&lb, &d[i], now);
+      d[i].usable = i % 5 != 0;
+      v[i] = &d[i];
+    }
+    assert_int_equal(sluice__lb_set_dests(&lb, v, N), 0);
+    for (int step = 0; step < 30000; step++) {
+      now += rnd(2 * MS);
+      uint64_t r = rnd(1000);
+      if (r < 450) { /* a call, on one of 10 paths (the last ones share) */
+        sluice__lb_call c = {(uint32_t)rnd(10), 100,
+                             rnd(3) ? 0 : now + rnd(40 * MS), 0, 0};
+        size_t i = N;
+        if (n_out < CALLS &&
+            sluice__lb_pick(&lb, &c, now, &i) == SLUICE__LB_PICKED) {
+          assert_true(i < lb.n);
+          size_t k = (size_t)(lb.dests[i] - d);
+          sluice__lb_sent(&lb, &d[k], &c, now);
+          out[n_out].dest = k;
+          out[n_out++].call = c;
+          outstanding[k]++;
+        }
+      } else if (r < 850 && n_out) { /* one ends (or is refused unsent) */
+        size_t j = rnd(n_out), k = out[j].dest;
+        sluice__lb_call c = out[j].call;
+        out[j] = out[--n_out];
+        outstanding[k]--;
+        if (r < 830) {
+          /* A failing destination keeps failing: ejections happen. */
+          sluice_status_code code =
+              k % 7 == 3 && rnd(10) ? SLUICE_STATUS_INTERNAL
+                                    : codes[rnd(sizeof codes / sizeof *codes)];
+          sluice__lb_complete(&lb, &d[k], &c, MS + rnd(20 * MS), code, 200,
+                              now);
+        } else {
+          sluice__lb_unsent(&lb, &d[k], &c);
+        }
+      } else if (r < 900) {
+        size_t k = rnd(N);
+        sluice__lb_set_usable(&lb, &d[k], !d[k].usable);
+      } else if (r < 960) {
+        double util = rnd(4) ? (double)rnd(100) / 100 : -1;
+        double down = rnd(3) ? (double)rnd(100) / 100 : -1;
+        sluice__lb_peer_load l = {util, 100, 1, 3, down};
+        sluice__lb_peer_report(&lb, &d[rnd(N)], &l, now);
+      } else if (r < 975) { /* a field written directly, then told */
+        size_t k = rnd(N);
+        d[k].limit = 1 + (double)rnd(40);
+        sluice__lb_dest_changed(&lb, &d[k]);
+      } else if (r < 990) { /* a reconnection (nothing in flight there) */
+        size_t k = rnd(N);
+        if (!outstanding[k])
+          sluice__lb_dest_reset(&lb, &d[k], now);
+      } else { /* a new table: shuffled, sometimes without a few */
+        for (size_t i = N - 1; i > 0; i--) {
+          size_t j = rnd(i + 1);
+          sluice__lb_dest *t = v[i];
+          v[i] = v[j];
+          v[j] = t;
+        }
+        assert_int_equal(sluice__lb_set_dests(&lb, v, rnd(2) ? N : N - 5), 0);
+      }
+      assert_true(sluice__lb_records_ok(&lb));
+      size_t waiting = rnd(5);
+      assert_near(sluice__lb_pressure_sample(&lb, waiting, now),
+                  pressure_ref(&lb, waiting, now), 1e-9);
+    }
+    for (size_t i = 0; i < N; i++)
+      ejections += d[i].stats.outlier.ejections;
+    printf("  random events, %s: %zu ejections, %zu calls still out\n",
+           ops[s]->name, ejections, n_out);
+    assert_true(ejections > 0);
+    sluice__lb_free(&lb);
+  }
 }
 
 /* 1000 completions/s of 1000 + 500 bytes over 100 ms windows. */
@@ -999,6 +1149,7 @@ int main(void) {
       cmocka_unit_test(estimator_basics),
       cmocka_unit_test(estimator_rates),
       cmocka_unit_test(pressure_sample_and_note),
+      cmocka_unit_test(records_follow_random_events),
       cmocka_unit_test(estimator_min_rtt_relearnt),
       cmocka_unit_test(estimator_gradient_limit),
       cmocka_unit_test(admission_limits_and_paths),
