@@ -8,6 +8,7 @@
 
 #include <sluice/version.h>
 
+#include "client/addr_set.h"
 #include "client/channel_int.h"
 #include "transport/h2mem.h"
 #include "transport/scratch.h"
@@ -18,10 +19,15 @@ static void request_resolve(sluice_channel *ch);
 /* ---- subchannels from the target */
 
 static int add_subchannel(sluice_channel *ch, const sluice__addr *a) {
-  sluice__subchannel **v = realloc(ch->scs, (ch->n_scs + 1) * sizeof *v);
-  if (!v)
-    return SLUICE_ERR_NOMEM;
-  ch->scs = v;
+  if (ch->n_scs == ch->cap_scs) {
+    /* Doubling: a resolution of 10,000 addresses is not 10,000 copies. */
+    size_t cap = ch->cap_scs ? 2 * ch->cap_scs : 4;
+    sluice__subchannel **v = realloc(ch->scs, cap * sizeof *v);
+    if (!v)
+      return SLUICE_ERR_NOMEM;
+    ch->scs = v;
+    ch->cap_scs = cap;
+  }
   sluice__subchannel *sc;
   int rv = sluice__subchannel_new(&sc, &ch->env, a);
   if (rv != 0)
@@ -32,10 +38,10 @@ static int add_subchannel(sluice_channel *ch, const sluice__addr *a) {
   return 0;
 }
 
-/* Replaces the subchannel set with addrs: new ones are added, vanished
- * ones are removed (their connections drain). */
-static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
-                          size_t n) {
+/* The subchannel set follows addrs pairwise: O(n x old). What
+ * set_addresses does without memory for its sort. */
+static void set_addresses_pairwise(sluice_channel *ch,
+                                   const sluice__addr *addrs, size_t n) {
   size_t keep = 0;
   for (size_t i = 0; i < ch->n_scs; i++) {
     int found = 0;
@@ -56,6 +62,48 @@ static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
     if (!found)
       add_subchannel(ch, &addrs[j]);
   }
+}
+
+/* Replaces the subchannel set with addrs: new ones are added (after the
+ * others, in addrs's order), vanished ones are removed (their connections
+ * drain), the ones that stay keep their order. By name, in O(n log n)
+ * (client/addr_set.c): the first pass and every re-resolution of a dns:
+ * name. */
+static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
+                          size_t n) {
+  size_t n_old = ch->n_scs;
+  const char **old = calloc(n_old ? n_old : 1, sizeof *old);
+  unsigned char *keep = malloc(n_old ? n_old : 1);
+  unsigned char *add = malloc(n ? n : 1);
+  int rv = -1;
+  if (old && keep && add) {
+    for (size_t i = 0; i < n_old; i++)
+      old[i] = ch->scs[i]->addr.name;
+    rv = sluice__addr_set_diff(old, n_old, addrs, n, keep, add);
+  }
+  if (rv != 0) {
+    free(old);
+    free(keep);
+    free(add);
+    set_addresses_pairwise(ch, addrs, n);
+    return;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < n_old; i++) {
+    if (keep[i])
+      ch->scs[kept++] = ch->scs[i];
+    else
+      sluice__subchannel_remove(ch->scs[i], NULL);
+  }
+  if (kept != n_old)
+    sluice__picker_dests_changed(&ch->picker);
+  ch->n_scs = kept;
+  for (size_t j = 0; j < n; j++)
+    if (add[j])
+      add_subchannel(ch, &addrs[j]);
+  free(old);
+  free(keep);
+  free(add);
 }
 
 static void on_resolve_timer(uv_timer_t *t) { request_resolve(t->data); }

@@ -86,7 +86,7 @@ struct sluice_channel {
   char user_agent[64];
   sluice__subchannel_env env; /* what the subchannels share */
   sluice__subchannel **scs;
-  size_t n_scs;
+  size_t n_scs, cap_scs; /* cap_scs: scs's room (grows by doubling) */
   /* The subchannels counted by state, and the ones that changed since the
    * last dispatch pass with calls (kept by the subchannels through
    * env.census): a pass never visits all of them. */
