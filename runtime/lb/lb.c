@@ -334,8 +334,11 @@ static void down_rebuild(sluice__lb *lb) {
   }
 }
 
-/* Whole cache lines per record: a record read is one line. */
+/* The records' alignment (lb.h): a record read is one line. */
 #define HOT_ALIGN 64
+_Static_assert(sizeof(sluice__lb_hot) == 64 &&
+                   sizeof(sluice__lb_hot_path) == 32,
+               "a record per cache line, two per-path records per line");
 
 int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
                          size_t n) {
@@ -343,9 +346,13 @@ int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
   if (n > lb->n_cap || !lb->hot) {
     size_t cap = n > 4 ? n : 4;
     sluice__lb_dest **v = malloc(cap * sizeof *v);
-    sluice__lb_hot *h = aligned_alloc(HOT_ALIGN, cap * sizeof *h);
-    sluice__lb_hot_path *hp = aligned_alloc(
-        HOT_ALIGN, SLUICE__LB_MAX_PATHS * cap * sizeof(sluice__lb_hot_path));
+    /* aligned_alloc wants a multiple of the alignment. */
+    size_t hs = cap * sizeof(sluice__lb_hot);
+    size_t ps = SLUICE__LB_MAX_PATHS * cap * sizeof(sluice__lb_hot_path);
+    sluice__lb_hot *h =
+        aligned_alloc(HOT_ALIGN, (hs + HOT_ALIGN - 1) / HOT_ALIGN * HOT_ALIGN);
+    sluice__lb_hot_path *hp =
+        aligned_alloc(HOT_ALIGN, (ps + HOT_ALIGN - 1) / HOT_ALIGN * HOT_ALIGN);
     struct sluice__lb_eject_end *eh = malloc(cap * sizeof *eh);
     if (!v || !h || !hp || !eh) {
       free(v);

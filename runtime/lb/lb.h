@@ -252,7 +252,9 @@ typedef struct sluice__lb_stats {
  * destination itself, after every event that changes any of these
  * fields; never written anywhere else, so it cannot drift. */
 typedef struct sluice__lb_hot {
-  uint8_t usable;   /* d->usable */
+  /* A cache line each (64 bytes, aligned: lb.c allocates them so): one
+   * line read per candidate. */
+  _Alignas(64) uint8_t usable; /* d->usable */
   uint8_t ejected;  /* d->stats.outlier.ejected: out of the picks (see
                        sluice__lb_candidate) */
   uint8_t evidence; /* est.samples >= SLUICE__LB_MIN_SAMPLES: the deadline
@@ -266,8 +268,9 @@ typedef struct sluice__lb_hot {
 /* ... and per path (sluice__lb.hot_path[p], one array per path: a pick
  * reads its call's path only). */
 typedef struct sluice__lb_hot_path {
-  uint32_t in_flight;             /* est.path_in_flight[p] */
-  double lat_ewma_ns, lat_min_ns; /* est.path_lat_ewma_ns[p], _min_ */
+  _Alignas(32) uint32_t in_flight;
+      /* 32 bytes: two to a cache line */ /* est.path_in_flight[p] */
+  double lat_ewma_ns, lat_min_ns;         /* est.path_lat_ewma_ns[p], _min_ */
 } sluice__lb_hot_path;
 
 /* d->slot of a destination in no table. */

@@ -245,6 +245,7 @@ static size_t eject_all_but_0(size_t n, uint32_t max_percent) {
     ejected += sluice__lb_ejected(&f.d[i], f.now);
   /* The healthy one is never ejected; the picks go to it. */
   assert_false(sluice__lb_ejected(&f.d[0], f.now));
+  sluice__lb_free(&f.lb);
   return ejected;
 }
 
