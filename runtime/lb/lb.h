@@ -248,7 +248,7 @@ typedef struct sluice__lb_stats {
  * a pick among 1,000 destinations reads 64 contiguous bytes per
  * candidate instead of a line of a 10 KB structure each (a cache and a
  * TLB miss apiece inside a channel, where the destinations are its
- * subchannels, far apart). Written only by lb.c's sync_dest, from the
+ * subchannels, far apart). Written only by lb_table.c's sluice__lb_sync, from the
  * destination itself, after every event that changes any of these
  * fields; never written anywhere else, so it cannot drift. */
 typedef struct sluice__lb_hot {
@@ -345,7 +345,7 @@ struct sluice__lb {
   sluice__lb_hot *hot;
   sluice__lb_hot_path *hot_path[SLUICE__LB_MAX_PATHS];
   size_t n, n_cap;
-  /* Of the table, from the records (sync_dest keeps them): usable,
+  /* Of the table, from the records (sluice__lb_sync keeps them): usable,
    * ejected, and both; skip_ejected = some usable destination is not
    * ejected (candidates leave the ejected out only then). */
   size_t n_usable, n_ejected, n_usable_ejected;
@@ -386,7 +386,7 @@ struct sluice__lb {
                            decisions); < 0 none */
   uint64_t pressure_ns; /* its last decision */
   /* What sluice__lb_pressure_sample adds up, kept as the records change
-   * (sync_dest): the in flight and limits of the usable destinations that
+   * (sluice__lb_sync): the in flight and limits of the usable destinations that
    * have a limit; p_limit is summed anew every SLUICE__LB_RESUM changes so
    * that rounding cannot accumulate. */
   size_t p_n; /* how many such destinations: none, p_limit is 0 */
@@ -482,7 +482,7 @@ void sluice__lb_pressure_note(sluice__lb *lb, double sample, uint64_t now);
  * and waiting against the usable destinations' limits (0 when none has a
  * limit: rr), or the largest downstream pressure a usable destination
  * reported lately, whichever is higher. O(1) amortised: the sums are kept
- * by sync_dest, the largest report by a heap. */
+ * by sluice__lb_sync, the largest report by a heap. */
 double sluice__lb_pressure_sample(sluice__lb *lb, size_t waiting, uint64_t now);
 /* (Named _peer_report, not _peer_load: that is the report's type.) */
 void sluice__lb_peer_report(sluice__lb *lb, sluice__lb_dest *d,
@@ -519,7 +519,7 @@ static inline double sluice__lb_hot_load(const sluice__lb_hot *h) {
   return (h->in_flight + 1.0) / h->limit;
 }
 /* The same on a destination itself (its records computed from it, as
- * sync_dest would): what the tests and the strategies' own bookkeeping
+ * sluice__lb_sync would): what the tests and the strategies' own bookkeeping
  * use. */
 /* Non-zero when d may take call under limit (its own and its path's). */
 int sluice__lb_admits(const sluice__lb *lb, const sluice__lb_dest *d,
