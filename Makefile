@@ -67,7 +67,7 @@ build-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test-tsan: build-tsan
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 		ctest --output-on-failure -j $(JOBS) --timeout 600 -R "^(unit|e2e)\."
 
 # The API reference (Doxygen, docs/Doxyfile) in build/docs/api/html; fails
