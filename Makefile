@@ -2,6 +2,7 @@
 #   make demo   build, start the greeter server, call it, stop it
 #   make test   build plain and ASan+UBSan, run every test through ctest
 #   make test-tsan  the unit and e2e tests under ThreadSanitizer
+#   make fuzz   the libFuzzer targets, FUZZ_SECONDS (60) each (clang)
 # Both install missing Debian packages first (scripts/install-deps.sh).
 # And for users of the library:
 #   make install [PREFIX=/usr/local] [DESTDIR=stage]
@@ -70,6 +71,26 @@ test-tsan: build-tsan
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 		ctest --output-on-failure -j $(JOBS) --timeout 600 -R "^(unit|e2e)\."
 
+# The libFuzzer targets of tests/fuzz (docs/fuzzing.md): a clang build of
+# the library, the plugin and the targets only, every object instrumented
+# (libFuzzer coverage, ASan, UBSan), in its own tree; then each target runs
+# FUZZ_SECONDS (default 60) over a copy of its corpus and the per-target
+# executions, coverage and crash files are printed (scripts/run-fuzz.sh:
+# FUZZ_TARGETS, FUZZ_JOBS, FUZZ_MERGE=1, FUZZ_ARGS). Fails on a finding.
+# make test replays the checked-in corpora without clang (ctest fuzz.*).
+FUZZ_BUILD ?= build-fuzz
+.PHONY: build-fuzz fuzz
+build-fuzz:
+	@scripts/install-deps.sh fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_FUZZ=ON \
+		-DSLUICE_BUILD_EXAMPLES=OFF -DSLUICE_BUILD_TOOLS=OFF \
+		-DSLUICE_BUILD_BENCH=OFF -DSLUICE_INSTALL=OFF >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: build-fuzz
+	scripts/run-fuzz.sh $(FUZZ_BUILD)
+
 # The API reference (Doxygen, docs/Doxyfile) in build/docs/api/html; fails
 # on any warning, such as an undocumented function, parameter or return
 # value (make test runs the same check: ctest docs_doxygen).
@@ -127,4 +148,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

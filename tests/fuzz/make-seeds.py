@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of tests/fuzz (corpus/<target>/*): real frames,
+headers, gzip members, load reports and service configs in the input
+layout each target documents, and CodeGeneratorRequests that protoc itself
+produces for a few of tests/plugin's protos. Deterministic (gzip without a
+timestamp), so re-running it changes nothing unless this script changed.
+Findings fixed later are added by hand as corpus/<target>/regress-*.
+
+    tests/fuzz/make-seeds.py [--protoc PROTOC]
+"""
+import argparse
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def frame(msg, compressed=0):
+    return bytes([compressed]) + struct.pack(">I", len(msg)) + msg
+
+
+def gz(data):
+    return gzip.compress(data, compresslevel=6, mtime=0)
+
+
+# ---- framing: [mode][nsplit][splits...][stream]
+def framing():
+    hello = b"\x0a\x05world"
+    stream = frame(hello) + frame(b"") + frame(b"x" * 300) + frame(gz(hello), 1)
+    # max 4 MiB (mode 7); one feed
+    write("framing", "whole", bytes([7, 0]) + stream)
+    # byte by byte, taking reassembled messages (bit 3)
+    write("framing", "bytewise-take", bytes([7 | 8, 1, 1]) + stream)
+    # odd splits, including empty DATA frames
+    write("framing", "splits", bytes([7 | 8, 4, 3, 0, 7, 200]) + stream)
+    # consumer stops at the second message
+    write("framing", "stop", bytes([7 | 2 << 4, 2, 2, 5]) + stream)
+    # over the limit (max 100, mode 4), and a bad flag
+    write("framing", "too-large", bytes([4, 0]) + frame(b"y" * 101))
+    write("framing", "bad-flag", bytes([7, 1, 2]) + b"\x02\x00\x00\x00\x01z")
+    # truncated: a prefix, and half a body
+    write("framing", "truncated", bytes([5, 0]) + frame(b"abc")[:6])
+
+
+# ---- timeout: the header value
+def timeout():
+    for v in ["1S", "100m", "99999999H", "0n", "5M", "250u", "12345678n"]:
+        write("timeout", v, v)
+
+
+# ---- percent: a message
+def percent():
+    write("percent", "plain", "deadline exceeded")
+    write("percent", "encoded", "caf%C3%A9 %25 100%")
+    write("percent", "raw", "line\nbreak \x01\xff%zz%4")
+
+
+# ---- base64: a -bin value
+def base64_():
+    write("base64", "unpadded", "AAECAwQFBgc")
+    write("base64", "padded", "aGVsbG8=")
+    write("base64", "bad", "a=b=")
+
+
+# ---- metadata and grpc_headers: "name: value" lines, empty line = block end
+REQUEST = [
+    (":method", "POST"), (":scheme", "http"), (":path", "/helloworld.Greeter/SayHello"),
+    (":authority", "localhost:50051"), ("content-type", "application/grpc+proto"),
+    ("te", "trailers"), ("grpc-timeout", "100m"), ("grpc-encoding", "gzip"),
+    ("grpc-accept-encoding", "identity, deflate, gzip"),
+    ("user-agent", "grpc-c/1.51.1 (linux; chttp2)"), ("x-request-id", "42"),
+    ("trace-bin", "AAECAwQ,BQYH"),
+]
+RESPONSE = [(":status", "200"), ("content-type", "application/grpc"),
+            ("grpc-encoding", "gzip"), ("x-server", "sluice")]
+TRAILERS = [("grpc-status", "14"), ("grpc-message", "connection%20reset%F0%9F%98%80"),
+            ("endpoint-load-metrics-bin", "CQAAAAAAAOA/"),
+            ("grpc-status-details-bin", "CA4SBWVycm9y")]
+
+
+def lines(headers):
+    return "".join("%s: %s\n" % h for h in headers)
+
+
+def metadata():
+    write("metadata", "request", lines(REQUEST))
+    write("metadata", "trailers", lines(TRAILERS))
+    write("metadata", "bad", "Upper-Case: x\nkey: tab\there\nx-bin: !!!\n"
+          "grpc-custom: y\ngrpc-previous-rpc-attempts: 1\n")
+
+
+def grpc_headers():
+    now = b"\x00\x00\x10\x00\x00\x00\x00\x00"
+    # mode bit 0: request
+    write("grpc_headers", "request", b"\x01" + now + lines(REQUEST).encode())
+    write("grpc_headers", "request-bad",
+          b"\x01" + now + lines([(":method", "GET"), ("content-type", "text/html"),
+                                 ("grpc-timeout", "1x")]).encode())
+    # response: headers block, then trailers (bit 2 = END_STREAM on block 1)
+    write("grpc_headers", "response",
+          b"\x04" + now + (lines(RESPONSE) + "\n" + lines(TRAILERS)).encode())
+    # Trailers-Only: one block with END_STREAM (bit 1)
+    write("grpc_headers", "trailers-only",
+          b"\x02" + now + lines([(":status", "200"), ("content-type", "application/grpc")]
+                                + TRAILERS).encode())
+
+
+# ---- compress: [mode][max hi][max lo][corrupt][bytes]
+def compress():
+    msg = b"\x0a\x0bhello world" * 20
+    write("compress", "gzip", bytes([0, 0x10, 0, 0]) + gz(msg))
+    # a bomb: 1 MiB of zeros against a 4096-byte limit
+    write("compress", "bomb", bytes([0, 0x10, 0, 0]) + gz(b"\0" * (1 << 20)))
+    write("compress", "two-members", bytes([0, 0x10, 0, 0]) + gz(b"a") + gz(b"b"))
+    write("compress", "roundtrip-flip", bytes([1 | 4 | 3 << 5, 0x10, 0, 20]) + msg)
+    write("compress", "identity", bytes([2, 0, 100]) + b"\0" + msg[:50])
+    write("compress", "encodings", bytes([3, 0, 0, 0]) + b"gzip\nidentity, deflate,gzip ")
+
+
+# ---- orca: an OrcaLoadReport
+def pb_key(field, wt):
+    return bytes([field << 3 | wt])
+
+
+def pb_double(field, d):
+    return pb_key(field, 1) + struct.pack("<d", d)
+
+
+def pb_metric(key, d):
+    entry = pb_key(1, 2) + bytes([len(key)]) + key + pb_double(2, d)
+    return pb_key(8, 2) + bytes([len(entry)]) + entry
+
+
+def orca():
+    full = (pb_double(1, 0.5) + pb_double(2, 0.25) + pb_double(6, 1200.0) +
+            pb_double(9, 0.75) + pb_metric(b"queue_ms", 3.5) +
+            pb_metric(b"in_flight", 7.0) + pb_metric(b"downstream", 0.1))
+    write("orca", "full", full)
+    # deprecated rps (varint), an unknown field and an unknown map key
+    write("orca", "rps-unknown", pb_key(3, 0) + b"\xe8\x07" + pb_key(4, 2) +
+          b"\x03abc" + pb_metric(b"other", 1.0) + pb_key(5, 5) + b"\0\0\0\0")
+    write("orca", "negative-nan", pb_double(1, -1.0) + pb_double(2, float("nan")))
+
+
+# ---- service_config: JSON
+def service_config():
+    with open(os.path.join(ROOT, "docs/results/resilience-2026-12-02-raw/"
+                           "default-service-config.json")) as f:
+        write("service_config", "resilience", f.read())
+    write("service_config", "a6", '{"methodConfig":[{"name":[{"service":"pkg.Svc",'
+          '"method":"M"}],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s",'
+          '"maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":'
+          '["UNAVAILABLE"]}}],"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}')
+    write("service_config", "hedging", '{"methodConfig":[{"name":[{}],"timeout":'
+          '"1.5s","waitForReady":true,"maxRequestMessageBytes":"1048576",'
+          '"maxResponseMessageBytes":4194304,"hedgingPolicy":{"maxAttempts":3,'
+          '"hedgingDelay":"0.05s","nonFatalStatusCodes":[14,"internal"]}},'
+          '{"name":[{"service":"a.B"},{"service":"a.C","method":"D"}],'
+          '"waitForReady":false}],"loadBalancingConfig":[{"unknown":{}},'
+          '{"round_robin":{}}],"healthCheckConfig":{"serviceName":"a.B"}}')
+    write("service_config", "lb-policy", '{"loadBalancingPolicy":"ROUND_ROBIN",'
+          '"healthCheckConfig":{}}')
+    write("service_config", "bad", '{"methodConfig":[{"name":[{"method":"M"}],'
+          '"retryPolicy":{"maxAttempts":1}}]}')
+
+
+# ---- plugin: CodeGeneratorRequests as protoc sends them
+def plugin(protoc):
+    if not protoc:
+        print("make-seeds: protoc not found, plugin seeds skipped", file=sys.stderr)
+        return
+    protos = os.path.join(ROOT, "tests/plugin/protos")
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = os.path.join(tmp, "protoc-gen-dump")
+        out = os.path.join(tmp, "req")
+        with open(dump, "w") as f:
+            # an empty CodeGeneratorResponse is zero bytes
+            f.write('#!/bin/sh\ncat > "$DUMP_TO"\n')
+        os.chmod(dump, 0o755)
+        for name in ["helloworld.proto", "streaming.proto", "nested.proto",
+                     "nopkg.proto", "multi.proto"]:
+            env = dict(os.environ, DUMP_TO=out)
+            subprocess.run([protoc, "--plugin=protoc-gen-dump=" + dump,
+                            "--dump_out=" + tmp, "-I" + protos, name],
+                           check=True, env=env)
+            with open(out, "rb") as f:
+                data = f.read()
+            if len(data) > 16384:
+                continue  # imports descriptor.proto: too big for a seed
+            write("plugin", name.replace(".proto", ""), data)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--protoc", default=shutil.which("protoc"))
+    args = ap.parse_args()
+    framing()
+    timeout()
+    percent()
+    base64_()
+    metadata()
+    grpc_headers()
+    compress()
+    orca()
+    service_config()
+    plugin(args.protoc)
+
+
+if __name__ == "__main__":
+    main()
