@@ -43,7 +43,7 @@ def gz(data):
 def framing():
     hello = b"\x0a\x05world"
     stream = frame(hello) + frame(b"") + frame(b"x" * 300) + frame(gz(hello), 1)
-    # max 4 MiB (mode 7); one feed
+    # max 200000 (mode 7); one feed
     write("framing", "whole", bytes([7, 0]) + stream)
     # byte by byte, taking reassembled messages (bit 3)
     write("framing", "bytewise-take", bytes([7 | 8, 1, 1]) + stream)
@@ -51,8 +51,8 @@ def framing():
     write("framing", "splits", bytes([7 | 8, 4, 3, 0, 7, 200]) + stream)
     # consumer stops at the second message
     write("framing", "stop", bytes([7 | 2 << 4, 2, 2, 5]) + stream)
-    # over the limit (max 100, mode 4), and a bad flag
-    write("framing", "too-large", bytes([4, 0]) + frame(b"y" * 101))
+    # over the limit (max 100, mode 3), and a bad flag
+    write("framing", "too-large", bytes([3, 0]) + frame(b"y" * 101))
     write("framing", "bad-flag", bytes([7, 1, 2]) + b"\x02\x00\x00\x00\x01z")
     # truncated: a prefix, and half a body
     write("framing", "truncated", bytes([5, 0]) + frame(b"abc")[:6])
