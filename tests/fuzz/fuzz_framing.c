@@ -25,8 +25,7 @@
  * chunks, so a 6-byte prefix costs a block of max_size, and multi-MiB
  * limits only slow every execution down (measured: 4 MiB, a fifth of the
  * rate) without reaching any other code. */
-static const uint32_t limits[8] = {0,     1,     5,     100,
-                                   1000,  65530, 65536, 200000};
+static const uint32_t limits[8] = {0, 1, 5, 100, 1000, 65530, 65536, 200000};
 
 typedef struct msg_ref {
   size_t off; /* in the stream */
