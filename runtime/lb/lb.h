@@ -248,9 +248,9 @@ typedef struct sluice__lb_stats {
  * a pick among 1,000 destinations reads 64 contiguous bytes per
  * candidate instead of a line of a 10 KB structure each (a cache and a
  * TLB miss apiece inside a channel, where the destinations are its
- * subchannels, far apart). Written only by lb_table.c's sluice__lb_sync, from the
- * destination itself, after every event that changes any of these
- * fields; never written anywhere else, so it cannot drift. */
+ * subchannels, far apart). Written only by lb_table.c's sluice__lb_sync, from
+ * the destination itself, after every event that changes any of these fields;
+ * never written anywhere else, so it cannot drift. */
 typedef struct sluice__lb_hot {
   /* A cache line each (64 bytes, aligned: lb.c allocates them so): one
    * line read per candidate. */
@@ -269,8 +269,8 @@ typedef struct sluice__lb_hot {
  * reads its call's path only). */
 typedef struct sluice__lb_hot_path {
   _Alignas(32) uint32_t in_flight;
-      /* 32 bytes: two to a cache line */ /* est.path_in_flight[p] */
-  double lat_ewma_ns, lat_min_ns;         /* est.path_lat_ewma_ns[p], _min_ */
+  /* 32 bytes: two to a cache line */ /* est.path_in_flight[p] */
+  double lat_ewma_ns, lat_min_ns;     /* est.path_lat_ewma_ns[p], _min_ */
 } sluice__lb_hot_path;
 
 /* d->slot of a destination in no table. */
