@@ -531,14 +531,19 @@ static int batch_open(batch *b, int lend) {
   return 0;
 }
 
-/* After the batch was written or copied aside: the buffers its queues
- * freed meanwhile go now. */
-static void batch_close(batch *b) {
+/* Gives b's own buffer back where it came from. */
+static void batch_drop_buf(batch *b) {
   if (b->heap)
     sluice__bigbuf_put(b->buf);
   else
     sluice__scratch_give(SLUICE__SCRATCH_WRITE);
   b->buf = NULL;
+}
+
+/* After the batch was written or copied aside: the buffers its queues
+ * freed meanwhile go now. */
+static void batch_close(batch *b) {
+  batch_drop_buf(b);
   if (b->lend)
     sluice__lend_leave();
 }
@@ -552,10 +557,7 @@ static uint8_t *batch_reserve(batch *b, size_t n) {
     if (!nb)
       return NULL;
     memcpy(nb, b->buf, b->ilen);
-    if (b->heap)
-      sluice__bigbuf_put(b->buf);
-    else
-      sluice__scratch_give(SLUICE__SCRATCH_WRITE);
+    batch_drop_buf(b);
     b->buf = nb;
     b->cap = cap;
     b->heap = 1;
