@@ -78,8 +78,12 @@ sluice_status_code sluice__recv_feed(sluice__recv *r, const uint8_t *data,
   sluice_status_code code =
       sluice__deframer_feed(&r->deframer, data, len, on_frame, r, reason);
   settle(r, consume);
-  if (code == SLUICE_STATUS_CANCELLED && !r->failed)
+  if (code == SLUICE_STATUS_CANCELLED && !r->failed) {
+    /* The deframer's consumer stopped because hold() found no memory: the
+     * call ends for want of a resource, not by anyone's cancel. */
     *reason = "out of memory holding a received message";
+    code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
+  }
   return code;
 }
 
