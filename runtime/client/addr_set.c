@@ -1,6 +1,7 @@
 /* See addr_set.h. */
 #include "client/addr_set.h"
 
+#include "core/alloc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,9 +34,9 @@ static size_t find(const entry *sorted, size_t n, const char *name) {
 int sluice__addr_set_diff(const char *const *old, size_t n_old,
                           const sluice__addr *addrs, size_t n,
                           unsigned char *keep, unsigned char *add) {
-  entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
+  entry *sorted = sluice__malloc((n ? n : 1) * sizeof *sorted);
   /* seen[k]: the name of sorted[k] is taken (among old, or added). */
-  unsigned char *seen = calloc(n ? n : 1, 1);
+  unsigned char *seen = sluice__calloc(n ? n : 1, 1);
   if (!sorted || !seen) {
     free(sorted);
     free(seen);

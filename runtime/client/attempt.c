@@ -12,6 +12,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/call_int.h"
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "transport/message.h"
 #include "wire/final_status.h"
@@ -236,7 +237,7 @@ static void remember(sluice_call *c, sluice_status_code code,
   if (text == c->last_text)
     return;
   free(c->last_text);
-  c->last_text = strdup(text ? text : ""); /* NULL: completes with "" */
+  c->last_text = sluice__strdup(text ? text : ""); /* NULL: completes with "" */
 }
 
 /* A hedged call's attempt a failed with code (its status, or a refused
@@ -393,7 +394,7 @@ int sluice__call_hedge(sluice_call *c) {
     count_denied(c, v);
     return -1;
   }
-  sluice__hedge *h = calloc(1, sizeof *h);
+  sluice__hedge *h = sluice__calloc(1, sizeof *h);
   if (!h)
     return -1;
   if (sluice__sendq_init(&h->q, 0) != 0) {

@@ -12,6 +12,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "client/call_int.h"
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "sluice/server.h"
 #include "transport/message.h"
@@ -306,7 +307,7 @@ static void resume_on_loop(sluice__task *t) {
  * one when there is no memory for the copy. */
 static const char *keep_text(char **slot, const char *text) {
   free(*slot);
-  *slot = strdup(text);
+  *slot = sluice__strdup(text);
   return *slot ? *slot : "call failed (out of memory for its reason)";
 }
 
@@ -334,7 +335,8 @@ static void request_fail(sluice_call *c, sluice_status_code code,
   if (__atomic_exchange_n(&c->fail_posted, 1, __ATOMIC_ACQ_REL))
     return;
   c->fail_req = code;
-  c->fail_req_msg = strdup(msg ? msg : ""); /* NULL: fail_on_loop's text */
+  c->fail_req_msg =
+      sluice__strdup(msg ? msg : ""); /* NULL: fail_on_loop's text */
   sluice__loop_post(c->ch->loop, &c->fail_task);
 }
 
@@ -432,7 +434,7 @@ static sluice_call *call_new(sluice_channel *ch, const sluice_method_desc *m,
   /* Calls started on the loop thread reuse freed ones (objcache.h). */
   sluice_call *c = sluice__loop_on_thread(ch->loop)
                        ? sluice__objcache_get(call_cache(ch))
-                       : calloc(1, sizeof *c);
+                       : sluice__calloc(1, sizeof *c);
   if (!c)
     return NULL;
   size_t bound = opts && opts->send_buffer ? opts->send_buffer
@@ -820,7 +822,7 @@ typedef struct blocking {
 static void blocking_take(sluice__call_result *r, void *user_data) {
   blocking *b = user_data;
   b->st.code = r->st.code;
-  b->st.message = strdup(r->st.message ? r->st.message : "");
+  b->st.message = sluice__strdup(r->st.message ? r->st.message : "");
   b->st.initial_md = r->st.initial_md;
   b->st.trailing_md = r->st.trailing_md;
   r->st.initial_md = r->st.trailing_md = NULL;
@@ -837,7 +839,7 @@ static sluice_status_code local_fail(sluice_status *out,
   if (out) {
     sluice_status_init(out);
     out->code = code;
-    out->message = strdup(msg);
+    out->message = sluice__strdup(msg);
   }
   return code;
 }

@@ -10,6 +10,7 @@
 
 #include "client/addr_set.h"
 #include "client/channel_int.h"
+#include "core/alloc.h"
 #include "transport/h2mem.h"
 #include "transport/scratch.h"
 
@@ -22,7 +23,7 @@ static int add_subchannel(sluice_channel *ch, const sluice__addr *a) {
   if (ch->n_scs == ch->cap_scs) {
     /* Doubling: a resolution of 10,000 addresses is not 10,000 copies. */
     size_t cap = ch->cap_scs ? 2 * ch->cap_scs : 4;
-    sluice__subchannel **v = realloc(ch->scs, cap * sizeof *v);
+    sluice__subchannel **v = sluice__realloc(ch->scs, cap * sizeof *v);
     if (!v)
       return SLUICE_ERR_NOMEM;
     ch->scs = v;
@@ -72,9 +73,9 @@ static void set_addresses_pairwise(sluice_channel *ch,
 static void set_addresses(sluice_channel *ch, const sluice__addr *addrs,
                           size_t n) {
   size_t n_old = ch->n_scs;
-  const char **old = calloc(n_old ? n_old : 1, sizeof *old);
-  unsigned char *keep = malloc(n_old ? n_old : 1);
-  unsigned char *add = malloc(n ? n : 1);
+  const char **old = sluice__calloc(n_old ? n_old : 1, sizeof *old);
+  unsigned char *keep = sluice__malloc(n_old ? n_old : 1);
+  unsigned char *add = sluice__malloc(n ? n : 1);
   int rv = -1;
   if (old && keep && add) {
     for (size_t i = 0; i < n_old; i++)
@@ -365,7 +366,7 @@ int sluice_channel_watch_state(sluice_channel *ch,
                                void *user_data) {
   if (!ch || !cb)
     return SLUICE_ERR_INVALID_ARG;
-  sluice__state_watch *w = calloc(1, sizeof *w);
+  sluice__state_watch *w = sluice__calloc(1, sizeof *w);
   if (!w)
     return SLUICE_ERR_NOMEM;
   w->task.fn = watch_on_loop;
@@ -499,7 +500,7 @@ int sluice_channel_new(sluice_channel **out, const char *target,
                        const sluice_channel_opts *opts) {
   if (!out || !target)
     return SLUICE_ERR_INVALID_ARG;
-  sluice_channel *ch = calloc(1, sizeof *ch);
+  sluice_channel *ch = sluice__calloc(1, sizeof *ch);
   if (!ch)
     return SLUICE_ERR_NOMEM;
   sluice_channel_opts *defaults = NULL;
@@ -518,8 +519,8 @@ int sluice_channel_new(sluice_channel **out, const char *target,
     rv = SLUICE_ERR_BAD_TARGET;
     goto fail;
   }
-  ch->authority =
-      strdup(ch->opts.authority ? ch->opts.authority : ch->target.authority);
+  ch->authority = sluice__strdup(ch->opts.authority ? ch->opts.authority
+                                                    : ch->target.authority);
   if (!ch->authority) {
     rv = SLUICE_ERR_NOMEM;
     goto fail;

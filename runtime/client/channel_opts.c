@@ -6,12 +6,13 @@
 #include <string.h>
 
 #include "client/channel_int.h"
+#include "core/alloc.h"
 #include "transport/tls.h"
 
 int sluice_channel_opts_new(sluice_channel_opts **out) {
   if (!out)
     return SLUICE_ERR_INVALID_ARG;
-  sluice_channel_opts *o = calloc(1, sizeof *o);
+  sluice_channel_opts *o = sluice__calloc(1, sizeof *o);
   if (!o)
     return SLUICE_ERR_NOMEM;
   o->max_response_size = 4u * 1024 * 1024;
@@ -57,7 +58,7 @@ int sluice_channel_opts_set_health_check(sluice_channel_opts *o,
   if (!o)
     return SLUICE_ERR_INVALID_ARG;
   char *copy = NULL;
-  if (service_name && !(copy = strdup(service_name)))
+  if (service_name && !(copy = sluice__strdup(service_name)))
     return SLUICE_ERR_NOMEM;
   free(o->health_check);
   o->health_check = copy;
@@ -110,7 +111,7 @@ int sluice_channel_opts_set_tls(sluice_channel_opts *o,
     return rv;
   char *name = NULL;
   if (cfg->server_name_override && *cfg->server_name_override &&
-      !(name = strdup(cfg->server_name_override))) {
+      !(name = sluice__strdup(cfg->server_name_override))) {
     sluice__tls_ctx_unref(ctx);
     return SLUICE_ERR_NOMEM;
   }
@@ -152,7 +153,7 @@ int sluice_channel_opts_set_authority(sluice_channel_opts *o,
                                       const char *authority) {
   if (!o || !authority || !*authority)
     return SLUICE_ERR_INVALID_ARG;
-  char *a = strdup(authority);
+  char *a = sluice__strdup(authority);
   if (!a)
     return SLUICE_ERR_NOMEM;
   free(o->authority);
@@ -326,9 +327,10 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
   dst->tls = NULL;
   dst->health_check = NULL;
   memset(&dst->svc, 0, sizeof dst->svc);
-  if ((src->authority && !(dst->authority = strdup(src->authority))) ||
-      (src->tls_name && !(dst->tls_name = strdup(src->tls_name))) ||
-      (src->health_check && !(dst->health_check = strdup(src->health_check))) ||
+  if ((src->authority && !(dst->authority = sluice__strdup(src->authority))) ||
+      (src->tls_name && !(dst->tls_name = sluice__strdup(src->tls_name))) ||
+      (src->health_check &&
+       !(dst->health_check = sluice__strdup(src->health_check))) ||
       sluice__svc_config_copy(&dst->svc, &src->svc) != 0) {
     sluice__channel_opts_clear(dst);
     return SLUICE_ERR_NOMEM;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "transport/h2session.h"
 #include "transport/headers.h"
 #include "transport/tls.h"
@@ -371,7 +372,7 @@ int sluice__cconn_new(sluice__cconn **out, sluice__loop *loop,
   uv_once(&g_callbacks_once, init_callbacks);
   if (!g_callbacks)
     return SLUICE_ERR_NOMEM;
-  cconn_alloc *a = calloc(1, sizeof *a);
+  cconn_alloc *a = sluice__calloc(1, sizeof *a);
   if (!a)
     return SLUICE_ERR_NOMEM;
   sluice__cconn *cc = &a->cc;
@@ -422,7 +423,8 @@ static void on_connected(sluice__conn *conn, int status) {
     return;
   }
   nghttp2_session *s;
-  if (sluice__h2session_new(&s, SLUICE__H2_CLIENT, g_callbacks, cc) != 0) {
+  if (sluice__h2session_new(&s, SLUICE__H2_CLIENT, g_callbacks, cc,
+                            &conn->h2guard) != 0) {
     sluice__conn_close(conn, "out of memory");
     return;
   }
@@ -466,7 +468,7 @@ static void on_closed(sluice__conn *conn, const char *reason) {
                 : "");
   end_streams(cc, SLUICE_STATUS_UNAVAILABLE, msg);
   if (conn->session)
-    nghttp2_session_del(conn->session);
+    sluice__h2session_del(conn->session, &conn->h2guard);
   conn->session = NULL;
   cc->hooks->on_closed(cc, cc->ud, reason ? reason : "closed", cc->ready);
   if (cc->ka_timer_open) /* freed when the timer's handle has closed */

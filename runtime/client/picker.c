@@ -2,6 +2,7 @@
  * wait queue. */
 #include "client/picker.h"
 
+#include "core/alloc.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,7 +211,7 @@ void sluice__picker_refresh(sluice__picker *p, sluice__subchannel *sc) {
 static int rebuild_views(sluice__picker *p, sluice__subchannel **scs,
                          size_t n) {
   if (p->views_cap < n) {
-    sluice__lb_dest **v = realloc(p->views, n * sizeof *v);
+    sluice__lb_dest **v = sluice__realloc(p->views, n * sizeof *v);
     if (!v)
       return -1;
     p->views = v;

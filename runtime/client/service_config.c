@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/alloc.h"
 #include "sluice/status.h"
 
 /* The codes a policy may name: gRPC's 17, and OK is never one of them
@@ -136,8 +137,8 @@ static int split_name(const char *name, char **svc, char **meth) {
    * name gRPC can call */
   if (slash && (!slen || !*m || strchr(m, '/')))
     return SLUICE_ERR_INVALID_ARG;
-  char *s = malloc(slen + 1);
-  char *mm = strdup(m);
+  char *s = sluice__malloc(slen + 1);
+  char *mm = sluice__strdup(m);
   if (!s || !mm) {
     free(s);
     free(mm);
@@ -164,7 +165,8 @@ static long entry_index(const sluice__svc_config *c, const char *svc,
 static int entry_add(sluice__svc_config *c, char *svc, char *meth,
                      const sluice_method_config *mc) {
   sluice__mc_entry *grown =
-      svc && meth ? realloc(c->entries, (c->n + 1) * sizeof *c->entries) : NULL;
+      svc && meth ? sluice__realloc(c->entries, (c->n + 1) * sizeof *c->entries)
+                  : NULL;
   if (!grown) {
     free(svc);
     free(meth);
@@ -273,18 +275,18 @@ int sluice__svc_config_copy(sluice__svc_config *dst,
   dst->lb_name = src->lb_name;
   dst->have_health = src->have_health;
   if (src->health_service &&
-      !(dst->health_service = strdup(src->health_service)))
+      !(dst->health_service = sluice__strdup(src->health_service)))
     goto nomem;
   if (src->n) {
-    dst->entries = calloc(src->n, sizeof *dst->entries);
+    dst->entries = sluice__calloc(src->n, sizeof *dst->entries);
     if (!dst->entries)
       goto nomem;
     for (size_t i = 0; i < src->n; i++) {
       sluice__mc_entry *d = &dst->entries[i];
       const sluice__mc_entry *s = &src->entries[i];
       d->mc = s->mc;
-      d->service = strdup(s->service);
-      d->method = strdup(s->method);
+      d->service = sluice__strdup(s->service);
+      d->method = sluice__strdup(s->method);
       dst->n = i + 1; /* so that clear frees this one too */
       if (!d->service || !d->method)
         goto nomem;
@@ -582,7 +584,7 @@ static int add_names(jctx *j, const json_t *names,
     if (entry_index(c, svc, meth) >= 0)
       return fail(j->err, j->errlen, "%s: duplicate name \"%s%s%s\"", j->path,
                   svc, *meth ? "/" : "", meth);
-    if ((rv = entry_add(c, strdup(svc), strdup(meth), mc)))
+    if ((rv = entry_add(c, sluice__strdup(svc), sluice__strdup(meth), mc)))
       return rv;
   }
   j->path[len] = 0;
@@ -685,7 +687,7 @@ static int parse_health(jctx *j, const json_t *o, sluice__svc_config *c) {
   if (v && !json_is_null(v)) {
     if (!json_is_string(v))
       return jfail(j, "healthCheckConfig.serviceName", "must be a string");
-    if (!(c->health_service = strdup(json_string_value(v))))
+    if (!(c->health_service = sluice__strdup(json_string_value(v))))
       return SLUICE_ERR_NOMEM;
   }
   c->have_health = 1;

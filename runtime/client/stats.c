@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "client/channel_int.h"
+#include "core/alloc.h"
 
 /* Loop thread: fills out. */
 static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
@@ -23,7 +24,7 @@ static int snapshot(sluice_channel *ch, sluice_channel_stats *out) {
   out->retry = ch->res.total;
   if (ch->n_scs == 0)
     return 0;
-  out->dests = calloc(ch->n_scs, sizeof *out->dests);
+  out->dests = sluice__calloc(ch->n_scs, sizeof *out->dests);
   if (!out->dests)
     return SLUICE_ERR_NOMEM;
   out->n_dests = ch->n_scs;
@@ -82,7 +83,7 @@ static int health_snapshot(sluice_channel *ch, health_snap *hs) {
   hs->health = NULL;
   if (ch->n_scs == 0 || !ch->env.health_service)
     return 0;
-  hs->health = calloc(ch->n_scs, sizeof *hs->health);
+  hs->health = sluice__calloc(ch->n_scs, sizeof *hs->health);
   if (!hs->health)
     return SLUICE_ERR_NOMEM;
   hs->n = ch->n_scs;
@@ -109,7 +110,7 @@ static int res_snapshot(sluice_channel *ch, sluice_resilience_stats *out) {
   int other = r->per_path[SLUICE__LB_MAX_PATHS - 1].calls > 0;
   if (n + (size_t)other == 0)
     return 0;
-  out->methods = calloc(n + (size_t)other, sizeof *out->methods);
+  out->methods = sluice__calloc(n + (size_t)other, sizeof *out->methods);
   if (!out->methods)
     return SLUICE_ERR_NOMEM;
   for (size_t i = 0; i < n; i++) {
@@ -236,7 +237,7 @@ static void add(text *t, const char *fmt, ...) {
       return;
     }
     size_t cap = t->cap * 2 + (size_t)n + 1;
-    char *p = realloc(t->p, cap);
+    char *p = sluice__realloc(t->p, cap);
     if (!p) {
       t->failed = 1;
       return;
@@ -331,7 +332,7 @@ int sluice_channel_stats_prometheus(sluice_channel *ch, char **out) {
     free(hs.health);
     return rv;
   }
-  text t = {malloc(4096), 0, 4096, 0};
+  text t = {sluice__malloc(4096), 0, 4096, 0};
   if (!t.p) {
     sluice_channel_stats_clear(&s);
     free(hs.health);

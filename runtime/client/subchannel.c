@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "wire/compress.h"
 #include "wire/health_msg.h"
 #include "wire/orca.h"
@@ -41,7 +42,7 @@ static void on_backoff(uv_timer_t *t) {
 int sluice__subchannel_new(sluice__subchannel **out,
                            const sluice__subchannel_env *env,
                            const sluice__addr *addr) {
-  sluice__subchannel *sc = calloc(1, sizeof *sc);
+  sluice__subchannel *sc = sluice__calloc(1, sizeof *sc);
   if (!sc)
     return SLUICE_ERR_NOMEM;
   sc->env = env;

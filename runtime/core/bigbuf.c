@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <uv.h>
 
+#include "core/alloc.h"
 #include "core/poison.h"
 
 #if defined(__GLIBC__) || defined(__linux__)
@@ -98,10 +99,10 @@ void *sluice__bigbuf_get(size_t len) {
       if (hit)
         return hit;
     }
-    return malloc(round_class(len));
+    return sluice__malloc(round_class(len));
   }
 #endif
-  return malloc(len ? len : 1);
+  return sluice__malloc(len ? len : 1);
 }
 
 void sluice__bigbuf_put(void *p) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "sluice/clock.h"
 #include "sluice/status.h"
 
@@ -122,7 +123,7 @@ static void thread_main(void *arg) {
 int sluice__loop_new(sluice__loop **out, uv_loop_t *user_loop) {
   if (!out)
     return SLUICE_ERR_INVALID_ARG;
-  sluice__loop *l = calloc(1, sizeof *l);
+  sluice__loop *l = sluice__calloc(1, sizeof *l);
   if (!l)
     return SLUICE_ERR_NOMEM;
   if (uv_mutex_init(&l->mu) != 0) {

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/poison.h"
 
 void sluice__objcache_init(sluice__objcache *c, size_t size, unsigned max) {
@@ -15,7 +16,7 @@ void sluice__objcache_init(sluice__objcache *c, size_t size, unsigned max) {
 void *sluice__objcache_get(sluice__objcache *c) {
   void *p = c->head;
   if (!p)
-    return calloc(1, c->size);
+    return sluice__calloc(1, c->size);
   SLUICE__UNPOISON(p, c->size);
   c->head = *(void **)p;
   c->n--;

@@ -25,7 +25,13 @@
 #define SLUICE__UNPOISON(p, n)                                                 \
   ASAN_UNPOISON_MEMORY_REGION((char *)(p) + SLUICE__POISON_SKIP,               \
                               (n)-SLUICE__POISON_SKIP)
+/* Whether a block of a cache is poisoned, that is, free in the cache: a
+ * cache's put checks it, so that a double free, which a cache would take
+ * twice and hand out twice, is reported where it happens. */
+#define SLUICE__IS_POISONED(p)                                                 \
+  __asan_address_is_poisoned((char *)(p) + SLUICE__POISON_SKIP)
 #else
+#define SLUICE__IS_POISONED(p) ((void)(p), 0)
 #define SLUICE__POISON(p, n) ((void)(p), (void)(n))
 #define SLUICE__UNPOISON(p, n) ((void)(p), (void)(n))
 #endif

@@ -2,6 +2,7 @@
  * lb_table.h). */
 #include "lb/lb_table.h"
 
+#include "core/alloc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,7 +162,7 @@ int sluice__lb_down_push(sluice__lb *lb, double down, uint64_t ns,
                          uint32_t slot) {
   if (lb->down_n == lb->down_cap) {
     size_t cap = lb->down_cap ? 2 * lb->down_cap : 16;
-    struct sluice__lb_down *v = realloc(lb->down_heap, cap * sizeof *v);
+    struct sluice__lb_down *v = sluice__realloc(lb->down_heap, cap * sizeof *v);
     if (!v) {
       lb->down_scan = 1;
       return -1;
@@ -227,7 +228,7 @@ int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
   lb->gen++; /* indexes moved */
   if (n > lb->n_cap || !lb->hot) {
     size_t cap = n > 4 ? n : 4;
-    sluice__lb_dest **v = malloc(cap * sizeof *v);
+    sluice__lb_dest **v = sluice__malloc(cap * sizeof *v);
     /* aligned_alloc wants a multiple of the alignment. */
     size_t hs = cap * sizeof(sluice__lb_hot);
     size_t ps = SLUICE__LB_MAX_PATHS * cap * sizeof(sluice__lb_hot_path);
@@ -235,7 +236,7 @@ int sluice__lb_set_dests(sluice__lb *lb, sluice__lb_dest *const *dests,
         aligned_alloc(HOT_ALIGN, (hs + HOT_ALIGN - 1) / HOT_ALIGN * HOT_ALIGN);
     sluice__lb_hot_path *hp =
         aligned_alloc(HOT_ALIGN, (ps + HOT_ALIGN - 1) / HOT_ALIGN * HOT_ALIGN);
-    struct sluice__lb_eject_end *eh = malloc(cap * sizeof *eh);
+    struct sluice__lb_eject_end *eh = sluice__malloc(cap * sizeof *eh);
     if (!v || !h || !hp || !eh) {
       free(v);
       free(h);

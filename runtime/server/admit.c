@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "sluice/clock.h"
 
 #define MS 1000000ull
@@ -400,7 +401,7 @@ void sluice__admit_init(sluice__admission *a, const sluice_server_opts *o,
 }
 
 int sluice__admit_start(sluice__admission *a, unsigned n) {
-  a->queues = calloc(n ? n : 1, sizeof *a->queues);
+  a->queues = sluice__calloc(n ? n : 1, sizeof *a->queues);
   return a->queues ? 0 : SLUICE_ERR_NOMEM;
 }
 

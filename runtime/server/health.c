@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "core/alloc.h"
 #include "core/list.h"
 
 /* ---- the messages */
@@ -126,7 +127,7 @@ struct sluice__health {
 };
 
 int sluice__health_new(sluice__health **out) {
-  sluice__health *h = calloc(1, sizeof *h);
+  sluice__health *h = sluice__calloc(1, sizeof *h);
   if (!h)
     return SLUICE_ERR_NOMEM;
   if (uv_mutex_init(&h->mu) != 0) {
@@ -176,13 +177,13 @@ static entry *find_or_add(sluice__health *h, const char *name,
     return e;
   if (h->n == h->cap) {
     size_t cap = h->cap ? h->cap * 2 : 8;
-    entry *v = realloc(h->v, cap * sizeof *v);
+    entry *v = sluice__realloc(h->v, cap * sizeof *v);
     if (!v)
       return NULL;
     h->v = v;
     h->cap = cap;
   }
-  char *copy = strdup(name);
+  char *copy = sluice__strdup(name);
   if (!copy)
     return NULL;
   e = &h->v[h->n++];
@@ -341,7 +342,7 @@ static void watch(sluice_server_call *call, const ProtobufCMessage *req,
   const health_req *rq = (const health_req *)req;
   const char *name = rq->service ? rq->service : "";
   size_t len = strlen(name);
-  watcher *w = calloc(1, sizeof *w + len + 1);
+  watcher *w = sluice__calloc(1, sizeof *w + len + 1);
   if (!w) {
     sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
                               "out of memory", NULL);

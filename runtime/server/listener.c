@@ -12,12 +12,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/list.h"
 #include "sluice/status.h"
 
 /* Keeps a listening socket; closes fd on failure. */
 static int add_listener(sluice__listeners *ls, int fd, const char *path) {
-  sluice__listener *l = realloc(ls->v, (ls->n + 1) * sizeof *l);
+  sluice__listener *l = sluice__realloc(ls->v, (ls->n + 1) * sizeof *l);
   if (!l) {
     close(fd);
     return SLUICE_ERR_NOMEM;
@@ -27,7 +28,7 @@ static int add_listener(sluice__listeners *ls, int fd, const char *path) {
   memset(l, 0, sizeof *l);
   l->fd = fd;
   l->is_pipe = path != NULL;
-  l->path = path ? strdup(path) : NULL;
+  l->path = path ? sluice__strdup(path) : NULL;
   return 0;
 }
 
@@ -166,7 +167,7 @@ static void on_listen_readable(uv_poll_t *p, int status, int events) {
       close(fd);
       continue;
     }
-    handoff *h = malloc(sizeof *h);
+    handoff *h = sluice__malloc(sizeof *h);
     if (!h) {
       close(fd);
       continue;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "wire/pb.h"
 
 /* The library's own files (runtime/CMakeLists.txt embeds them, each a
@@ -27,7 +28,7 @@ extern const size_t sluice__fd_reflection_v1alpha_size;
 
 /* A LEN field as a NUL-terminated copy, or NULL without memory. */
 static char *dup_n(const uint8_t *data, size_t len) {
-  char *s = malloc(len + 1);
+  char *s = sluice__malloc(len + 1);
   if (s) {
     if (len)
       memcpy(s, data, len);
@@ -39,7 +40,7 @@ static char *dup_n(const uint8_t *data, size_t len) {
 /* prefix + "." + name (or name when prefix is ""). */
 static char *join(const char *prefix, const uint8_t *name, size_t len) {
   size_t n = strlen(prefix);
-  char *s = malloc(n + 1 + len + 1);
+  char *s = sluice__malloc(n + 1 + len + 1);
   if (!s)
     return NULL;
   size_t at = 0;
@@ -89,7 +90,7 @@ static int grow(void **v, size_t *cap, size_t n, size_t size) {
   if (n < *cap)
     return 0;
   size_t c = *cap ? *cap * 2 : 16;
-  void *p = realloc(*v, c * size);
+  void *p = sluice__realloc(*v, c * size);
   if (!p)
     return -1;
   *v = p;
@@ -207,7 +208,7 @@ static int index_message(sluice__reflection *r, const char *prefix,
   char *full = join(prefix, name, name_len);
   if (!full)
     return SLUICE_ERR_NOMEM;
-  char *scope = strdup(full);
+  char *scope = sluice__strdup(full);
   int e = add_sym(r, full, f);
   if (e == 0 && !scope)
     e = SLUICE_ERR_NOMEM;
@@ -243,7 +244,7 @@ static int index_service(sluice__reflection *r, const char *prefix,
   char *full = join(prefix, name, name_len);
   if (!full)
     return SLUICE_ERR_NOMEM;
-  char *scope = strdup(full);
+  char *scope = sluice__strdup(full);
   int e = add_sym(r, full, f);
   if (e == 0 && !scope)
     e = SLUICE_ERR_NOMEM;
@@ -329,7 +330,7 @@ static int index_file(sluice__reflection *r, const uint8_t *data, size_t len) {
     if (wt != SLUICE__PB_LEN)
       continue;
     if (num == 3) {
-      char **deps = realloc(fl->deps, (fl->n_deps + 1) * sizeof *deps);
+      char **deps = sluice__realloc(fl->deps, (fl->n_deps + 1) * sizeof *deps);
       char *dep = deps ? dup_n(d, n) : NULL;
       if (deps)
         fl->deps = deps;
@@ -384,7 +385,7 @@ static sluice_file_descriptor from_set(const unsigned char *set, size_t len) {
 }
 
 int sluice__reflection_new(sluice__reflection **out) {
-  sluice__reflection *r = calloc(1, sizeof *r);
+  sluice__reflection *r = sluice__calloc(1, sizeof *r);
   if (!r)
     return SLUICE_ERR_NOMEM;
   const sluice_file_descriptor own[3] = {
@@ -425,7 +426,7 @@ static void wb_put(wb *b, const void *data, size_t len) {
     size_t c = b->cap ? b->cap : 256;
     while (c < b->n + len)
       c *= 2;
-    uint8_t *p = realloc(b->p, c);
+    uint8_t *p = sluice__realloc(b->p, c);
     if (!p) {
       b->failed = 1;
       return;
@@ -552,8 +553,8 @@ static void put_error(wb *b, int code, const char *what, const char *name) {
 /* file_descriptor_response (field 4): file f and its transitive imports
  * (those the index has), each once, f first. */
 static void put_files(const sluice__reflection *r, wb *b, size_t f) {
-  size_t *order = malloc(r->n_files * sizeof *order);
-  unsigned char *seen = calloc(r->n_files, 1);
+  size_t *order = sluice__malloc(r->n_files * sizeof *order);
+  unsigned char *seen = sluice__calloc(r->n_files, 1);
   if (!order || !seen) {
     free(order);
     free(seen);
@@ -677,7 +678,7 @@ static void answer(const sluice__reflection *r, const raw_msg *req, wb *b) {
   /* original_request: the request as it came (protobuf-c writes the
    * unknown fields back verbatim). */
   size_t olen = protobuf_c_message_get_packed_size(&req->base);
-  uint8_t *orig = malloc(olen ? olen : 1);
+  uint8_t *orig = sluice__malloc(olen ? olen : 1);
   if (!orig) {
     b->failed = 1;
     return;
@@ -794,7 +795,7 @@ static int send_raw(sluice_server_call *call, wb *b) {
   uint64_t val;
   const uint8_t *at = rr.p;
   while (sluice__pb_field(&rr, &num, &wt, &d, &len, &val) == 1) {
-    ProtobufCMessageUnknownField *nv = realloc(v, (n + 1) * sizeof *nv);
+    ProtobufCMessageUnknownField *nv = sluice__realloc(v, (n + 1) * sizeof *nv);
     if (!nv) {
       free(v);
       return SLUICE_ERR_NOMEM;
@@ -867,7 +868,7 @@ static void on_message(sluice_server_call *call, const ProtobufCMessage *msg,
   stream *s = ud;
   if (s->finished)
     return;
-  pending *p = calloc(1, sizeof *p);
+  pending *p = sluice__calloc(1, sizeof *p);
   if (!p) {
     finish_once(call, s, SLUICE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     return;
@@ -911,7 +912,7 @@ static void info(sluice_server_call *call, const ProtobufCMessage *req,
                  const void *handlers, void *user_data) {
   (void)req;
   (void)handlers;
-  stream *s = calloc(1, sizeof *s);
+  stream *s = sluice__calloc(1, sizeof *s);
   if (!s) {
     sluice_server_call_finish(call, SLUICE_STATUS_RESOURCE_EXHAUSTED,
                               "out of memory", NULL);

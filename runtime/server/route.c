@@ -1,6 +1,7 @@
 /* The method registry (see route.h). */
 #include "server/route.h"
 
+#include "core/alloc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,13 +14,14 @@ int sluice__routes_add(sluice__routes *r, const sluice_service_desc *desc,
     if (sluice__routes_find(r, desc->methods[i].path,
                             strlen(desc->methods[i].path)))
       return SLUICE_ERR_DUPLICATE;
-  void *copy = malloc(handlers_size ? handlers_size : 1);
+  void *copy = sluice__malloc(handlers_size ? handlers_size : 1);
   void **copies =
-      realloc(r->handler_copies, (r->n_services + 1) * sizeof *copies);
+      sluice__realloc(r->handler_copies, (r->n_services + 1) * sizeof *copies);
   /* realloc(p, 0) may free p: only grow. */
   sluice__route *routes =
-      desc->n_methods ? realloc(r->v, (r->n + desc->n_methods) * sizeof *routes)
-                      : r->v;
+      desc->n_methods
+          ? sluice__realloc(r->v, (r->n + desc->n_methods) * sizeof *routes)
+          : r->v;
   if (copies)
     r->handler_copies = copies;
   if (routes)

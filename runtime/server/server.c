@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/list.h"
 #include "core/loop.h"
 #include "server/admit.h"
@@ -56,7 +57,7 @@ struct sluice_server {
 int sluice_server_new(sluice_server **out, const sluice_server_opts *opts) {
   if (!out)
     return SLUICE_ERR_INVALID_ARG;
-  sluice_server *s = calloc(1, sizeof *s);
+  sluice_server *s = sluice__calloc(1, sizeof *s);
   if (!s)
     return SLUICE_ERR_NOMEM;
   sluice_server_opts *defaults = NULL;
@@ -196,8 +197,8 @@ int sluice_server_start(sluice_server *srv) {
     if (n == 0)
       n = 1;
   }
-  srv->loops = calloc(n, sizeof *srv->loops);
-  srv->targets = calloc(n, sizeof *srv->targets);
+  srv->loops = sluice__calloc(n, sizeof *srv->loops);
+  srv->targets = sluice__calloc(n, sizeof *srv->targets);
   if (!srv->loops || !srv->targets ||
       sluice__admit_start(&srv->admit, n) != 0) {
     free(srv->loops);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "server/server_call.h"
 #include "sluice/tls.h"
@@ -204,7 +205,7 @@ static sluice__scall_origin *origin_make(const char *peer, const char *identity,
                                          const char *u, size_t ul) {
   size_t pl = strlen(peer) + 1, il = identity ? strlen(identity) + 1 : 0;
   sluice__scall_origin *o =
-      malloc(sizeof *o + pl + il + (a ? al + 1 : 0) + (u ? ul + 1 : 0));
+      sluice__malloc(sizeof *o + pl + il + (a ? al + 1 : 0) + (u ? ul + 1 : 0));
   if (!o)
     return NULL;
   char *p = o->peer;
@@ -541,7 +542,7 @@ static int add_status_as(sluice__nvs *h, sluice_server_call *call,
   sluice__nvs_add_str(h, "grpc-status", b->code);
   if (code != SLUICE_STATUS_OK && message && *message) {
     size_t ml = strlen(message);
-    b->msg = malloc(ml * 3 + 1);
+    b->msg = sluice__malloc(ml * 3 + 1);
     if (!b->msg)
       return -1;
     size_t el = sluice__percent_encode(message, ml, b->msg);
@@ -731,7 +732,7 @@ static void decide(sluice_server_call *call, sluice_status_code code,
   disarm_deadline(call);
   call->code = code;
   free(call->message);
-  call->message = message && *message ? strdup(message) : NULL;
+  call->message = message && *message ? sluice__strdup(message) : NULL;
   int deferred;
   if (drop)
     sluice__sendq_abort(&call->sendq);
@@ -763,7 +764,7 @@ void sluice__scall_fail(sluice__sstream *st, sluice_status_code code,
  * there is no memory for the copy. */
 static const char *keep_text(sluice_server_call *call, const char *text) {
   free(call->fail_text);
-  call->fail_text = strdup(text);
+  call->fail_text = sluice__strdup(text);
   return call->fail_text ? call->fail_text
                          : "request failed (out of memory for its reason)";
 }
@@ -1176,7 +1177,7 @@ static int finish(sluice_server_call *call, sluice_status_code code,
   }
   sluice_buf_free(rbuf); /* not sent: cancelled, failed, or not OK */
   call->fin_message = code != SLUICE_STATUS_OK || call->fin_code != code
-                          ? strdup(message ? message : "")
+                          ? sluice__strdup(message ? message : "")
                           : NULL;
   sluice__scall_shared *sh = call->lp->shared;
   sluice__scall_loop *lp = call->lp;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "sluice/clock.h"
 #include "transport/h2session.h"
 #include "transport/tls.h"
@@ -577,7 +578,7 @@ static void on_closed(sluice__conn *conn, const char *reason) {
                                 NGHTTP2_CANCEL);
   }
   if (conn->session)
-    nghttp2_session_del(conn->session);
+    sluice__h2session_del(conn->session, &conn->h2guard);
   sluice__list_remove(&sc->link);
   sluice__sconn_shared *sh = sc->cl->shared;
   free(sc->peer_identity);
@@ -615,7 +616,7 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   uv_once(&g_once, init_callbacks);
   if (!g_callbacks)
     return SLUICE_ERR_NOMEM;
-  sluice__sconn *sc = calloc(1, sizeof *sc);
+  sluice__sconn *sc = sluice__calloc(1, sizeof *sc);
   if (!sc)
     return SLUICE_ERR_NOMEM;
   sc->cl = cl;
@@ -653,7 +654,8 @@ int sluice__sconn_accept(sluice__sconn_loop *cl, uv_os_sock_t fd, int is_pipe) {
   }
   nghttp2_session *s;
   if (sluice__conn_open_fd(&sc->conn, fd) != 0 ||
-      sluice__h2session_new(&s, SLUICE__H2_SERVER, g_callbacks, sc) != 0) {
+      sluice__h2session_new(&s, SLUICE__H2_SERVER, g_callbacks, sc,
+                            &sc->conn.h2guard) != 0) {
     /* on_closed frees sc; the descriptor is closed with the handle if it
      * was adopted, by the caller otherwise */
     sluice__conn_close(&sc->conn, "cannot set up connection");

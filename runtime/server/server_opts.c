@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "server/server_opts.h"
 #include "sluice/tls.h"
 #include "transport/tls.h"
@@ -11,7 +12,7 @@
 int sluice_server_opts_new(sluice_server_opts **out) {
   if (!out)
     return SLUICE_ERR_INVALID_ARG;
-  sluice_server_opts *o = calloc(1, sizeof *o);
+  sluice_server_opts *o = sluice__calloc(1, sizeof *o);
   if (!o)
     return SLUICE_ERR_NOMEM;
   o->max_request_size = 4u * 1024 * 1024;
@@ -128,8 +129,8 @@ int sluice_server_opts_set_method_max_concurrent_calls(sluice_server_opts *o,
       o->method_limits[i].limit = n;
       return 0;
     }
-  char *copy = strdup(path);
-  sluice__method_limit *l = realloc(
+  char *copy = sluice__strdup(path);
+  sluice__method_limit *l = sluice__realloc(
       o->method_limits, (o->n_method_limits + 1) * sizeof *o->method_limits);
   if (!copy || !l) {
     free(copy);
@@ -266,12 +267,13 @@ static int copy_method_limits(sluice_server_opts *dst,
   dst->n_method_limits = 0;
   if (!src->n_method_limits)
     return 0;
-  dst->method_limits = calloc(src->n_method_limits, sizeof *dst->method_limits);
+  dst->method_limits =
+      sluice__calloc(src->n_method_limits, sizeof *dst->method_limits);
   if (!dst->method_limits)
     return SLUICE_ERR_NOMEM;
   for (size_t i = 0; i < src->n_method_limits; i++) {
     dst->method_limits[i].limit = src->method_limits[i].limit;
-    dst->method_limits[i].path = strdup(src->method_limits[i].path);
+    dst->method_limits[i].path = sluice__strdup(src->method_limits[i].path);
     dst->n_method_limits++;
     if (!dst->method_limits[i].path) {
       free_method_limits(dst);

@@ -1,13 +1,14 @@
 /* Target parsing, listener address parsing and address formatting. */
 #include "transport/addr.h"
 
+#include "core/alloc.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
 static char *dup_n(const char *s, size_t n) {
-  char *d = malloc(n + 1);
+  char *d = sluice__malloc(n + 1);
   if (d) {
     memcpy(d, s, n);
     d[n] = 0;
@@ -121,7 +122,7 @@ static int parse_static(const char *list, int v6, sluice__target *t) {
   size_t cap = 1;
   for (const char *p = list; *p; p++)
     cap += *p == ',';
-  t->addrs = calloc(cap, sizeof *t->addrs);
+  t->addrs = sluice__calloc(cap, sizeof *t->addrs);
   if (!t->addrs)
     return -1;
   const char *p = list;
@@ -148,7 +149,7 @@ static int parse_static(const char *list, int v6, sluice__target *t) {
   }
   if (t->n_addrs == 0)
     return -1;
-  t->authority = strdup(t->addrs[0].name);
+  t->authority = sluice__strdup(t->addrs[0].name);
   return t->authority ? 0 : -1;
 }
 
@@ -169,8 +170,8 @@ int sluice__target_parse(const char *text, sluice__target *t,
       return -1;
     }
     t->kind = SLUICE__TARGET_UNIX;
-    t->path = strdup(path);
-    t->authority = strdup("localhost");
+    t->path = sluice__strdup(path);
+    t->authority = sluice__strdup("localhost");
     if (!t->path || !t->authority)
       goto nomem;
     return 0;
@@ -206,7 +207,7 @@ int sluice__target_parse(const char *text, sluice__target *t,
     return -1;
   }
   size_t alen = strlen(t->host) + strlen(t->port) + 4;
-  t->authority = malloc(alen);
+  t->authority = sluice__malloc(alen);
   if (!t->authority)
     goto nomem;
   if (strchr(t->host, ':'))
@@ -236,7 +237,7 @@ sluice__addr *sluice__addrs_from_ai(const struct addrinfo *ai, size_t *n) {
   *n = 0;
   if (!cap)
     return NULL;
-  sluice__addr *v = calloc(cap, sizeof *v);
+  sluice__addr *v = sluice__calloc(cap, sizeof *v);
   if (!v)
     return NULL;
   for (const struct addrinfo *p = ai; p; p = p->ai_next) {

@@ -4,11 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "sluice/status.h"
 
 sluice_buf *sluice__buf_wrap(uint8_t *block, size_t len) {
-  sluice_buf *b = malloc(sizeof *b);
+  sluice_buf *b = sluice__malloc(sizeof *b);
   if (!b)
     return NULL;
   b->block = block;

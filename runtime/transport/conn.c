@@ -27,6 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "sluice/status.h"
 #include "transport/addr.h"
@@ -217,6 +218,10 @@ static int h2_input(sluice__conn *c, const uint8_t *data, size_t n) {
   ssize_t rv = nghttp2_session_mem_recv(c->session, data, n);
   if (c->closing)
     return -1;
+  if (c->h2guard.failed) { /* no GOAWAY: the session is not to be used */
+    sluice__conn_close(c, "out of memory (HTTP/2 session)");
+    return -1;
+  }
   if (rv < 0) {
     /* nghttp2 queues a GOAWAY for most protocol errors; a flood (too many
      * SETTINGS/PING ACKs or RST_STREAMs queued for an attacker that does
@@ -286,7 +291,7 @@ static void read_input(sluice__conn *c) {
   const size_t cap = SLUICE__SCRATCH_READ_SIZE;
   uint8_t *buf = sluice__scratch_take(SLUICE__SCRATCH_READ);
   int own = !buf;
-  if (own && !(buf = malloc(cap))) {
+  if (own && !(buf = sluice__malloc(cap))) {
     sluice__conn_close(c, "out of memory");
     return;
   }
@@ -675,7 +680,7 @@ int sluice__conn_yield(sluice__conn *c, int32_t id) {
     /* A stream is listed at most once (deferred until resumed): bounded by
      * the connection's streams. */
     uint32_t cap = c->cap_yielded ? 2 * c->cap_yielded : 4;
-    int32_t *ids = realloc(c->yielded, cap * sizeof *ids);
+    int32_t *ids = sluice__realloc(c->yielded, cap * sizeof *ids);
     if (!ids)
       return -1;
     c->yielded = ids;
@@ -771,6 +776,11 @@ void sluice__conn_flush(sluice__conn *c) {
   }
   if ((c->tls ? fill_tls(c, &b) : gather(c, &b)) != 0) {
     batch_close(&b);
+    return;
+  }
+  if (c->h2guard.failed) { /* nghttp2's state is not to be trusted */
+    batch_close(&b);
+    sluice__conn_close(c, "out of memory (HTTP/2 session)");
     return;
   }
   if (b.len == 0) {

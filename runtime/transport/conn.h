@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "core/loop.h"
+#include "transport/h2mem.h"
 #include "transport/sendq.h"
 
 #define SLUICE__CONN_WBUF_MAX (256 * 1024)
@@ -58,6 +59,10 @@ struct sluice__conn {
   int is_pipe;
   sluice__loop *loop;
   nghttp2_session *session; /* set by the owner before sluice__conn_start */
+  /* The session's allocation failures (transport/h2mem.h): the owner
+   * creates and deletes the session with it (h2session.h); a failure
+   * closes the connection. */
+  sluice__h2mem_guard h2guard;
   const sluice__conn_hooks *hooks;
   sluice__task flush_task;
   sluice__task closed_task; /* on_closed when no handle was open */

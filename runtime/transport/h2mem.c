@@ -2,9 +2,11 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/poison.h"
 
 /* Every block starts with this header; the caller's memory follows, 16-byte
@@ -69,7 +71,7 @@ static lists *my_lists(void) {
   if (t_lists)
     return t_lists;
   pthread_once(&g_once, make_key);
-  lists *l = calloc(1, sizeof *l);
+  lists *l = sluice__calloc(1, sizeof *l);
   if (!l || pthread_setspecific(g_key, l) != 0) {
     free(l);
     return NULL;
@@ -77,18 +79,25 @@ static lists *my_lists(void) {
   return t_lists = l;
 }
 
+/* An allocation of a guarded session failed (h2mem.h). */
+static void *failed(void *ud) {
+  sluice__h2mem_guard *g = ud;
+  if (g)
+    g->failed = 1;
+  return NULL;
+}
+
 static void *h2_malloc(size_t size, void *ud) {
-  (void)ud;
   if (size > SIZE_MAX - sizeof(hdr))
-    return NULL;
+    return failed(ud);
   size_t need = size + sizeof(hdr);
   size_t c = 0;
   while (c < N_CLASSES && CLASS_SIZE(c) < need)
     c++;
   hdr *h;
   if (c == N_CLASSES) {
-    if (!(h = malloc(need)))
-      return NULL;
+    if (!(h = sluice__malloc(need)))
+      return failed(ud);
     h->cls = BIG;
     h->usable = size;
     return h + 1;
@@ -100,19 +109,43 @@ static void *h2_malloc(size_t size, void *ud) {
     l->head[c] = b->next;
     l->n[c]--;
     h = (hdr *)b;
-  } else if (!(h = malloc(CLASS_SIZE(c)))) {
-    return NULL;
+  } else if (!(h = sluice__malloc(CLASS_SIZE(c)))) {
+    return failed(ud);
   }
   h->cls = c;
   h->usable = CLASS_SIZE(c) - sizeof(hdr);
   return h + 1;
 }
 
+/* A free of a session that saw a failure: kept for later. Out of room for
+ * the record, the block is let go of (leaked): better than freeing it
+ * twice. Plain realloc, not counted by the failure tests: this is the
+ * recovery from a failure. */
+static void hold(sluice__h2mem_guard *g, void *ptr) {
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 64;
+    void **v = realloc(g->held, cap * sizeof *v);
+    if (!v)
+      return;
+    g->held = v;
+    g->cap = cap;
+  }
+  g->held[g->n++] = ptr;
+}
+
 static void h2_free(void *ptr, void *ud) {
-  (void)ud;
   if (!ptr)
     return;
+  sluice__h2mem_guard *g = ud;
+  if (g && g->failed) {
+    hold(g, ptr);
+    return;
+  }
   hdr *h = (hdr *)ptr - 1;
+  if (SLUICE__IS_POISONED(h)) {
+    fprintf(stderr, "sluice: nghttp2 block %p freed twice\n", ptr);
+    abort();
+  }
   size_t c = h->cls;
   lists *l;
   if (c == BIG || !(l = my_lists()) || l->n[c] >= keep(c)) {
@@ -128,7 +161,7 @@ static void h2_free(void *ptr, void *ud) {
 
 static void *h2_calloc(size_t nmemb, size_t size, void *ud) {
   if (size && nmemb > SIZE_MAX / size)
-    return NULL;
+    return failed(ud);
   void *p = h2_malloc(nmemb * size, ud);
   if (p)
     memset(p, 0, nmemb * size);
@@ -149,6 +182,22 @@ static void *h2_realloc(void *ptr, size_t size, void *ud) {
   return p;
 }
 
-static nghttp2_mem g_mem = {NULL, h2_malloc, h2_free, h2_calloc, h2_realloc};
+void sluice__h2mem_for(nghttp2_mem *out, sluice__h2mem_guard *g) {
+  *out = (nghttp2_mem){g, h2_malloc, h2_free, h2_calloc, h2_realloc};
+}
 
-nghttp2_mem *sluice__h2mem(void) { return &g_mem; }
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (void *const *)a;
+  uintptr_t y = (uintptr_t) * (void *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+void sluice__h2mem_guard_release(sluice__h2mem_guard *g) {
+  if (g->n > 1)
+    qsort(g->held, g->n, sizeof *g->held, cmp_ptr);
+  for (size_t i = 0; i < g->n; i++)
+    if (i == 0 || g->held[i] != g->held[i - 1])
+      h2_free(g->held[i], NULL);
+  free(g->held);
+  *g = (sluice__h2mem_guard){0};
+}

@@ -19,8 +19,28 @@
 
 #include <nghttp2/nghttp2.h>
 
-/* The allocator, for nghttp2_session_*_new3. */
-nghttp2_mem *sluice__h2mem(void);
+/* One session's record of failed allocations. nghttp2 treats a failed
+ * allocation as fatal to the session, and some of its error paths leave
+ * the session inconsistent: nghttp2 1.52 (Debian 12), with RFC 9218
+ * priorities, frees a DATA item whose queueing failed and frees it again
+ * in nghttp2_session_del (found by tests/failmalloc, reproduced with
+ * nghttp2 alone). So once an allocation of a session failed, its frees are
+ * held here (each block freed once, in sluice__h2mem_guard_release after
+ * the session is deleted) and its connection is closed (conn.c): a short
+ * while, so what is held stays small. Zeroed = nothing failed. Loop
+ * thread. */
+typedef struct sluice__h2mem_guard {
+  int failed;
+  void **held; /* blocks nghttp2 freed since the failure, duplicates too */
+  size_t n, cap;
+} sluice__h2mem_guard;
+
+/* The allocator for one session (nghttp2_session_*_new3 copies it): g
+ * outlives the session. */
+void sluice__h2mem_for(nghttp2_mem *out, sluice__h2mem_guard *g);
+
+/* After nghttp2_session_del: frees every held block once, and resets g. */
+void sluice__h2mem_guard_release(sluice__h2mem_guard *g);
 
 /* Gives the calling thread's cached blocks back to malloc now (a thread
  * that is not exiting, e.g. a user's loop thread whose channel is gone;

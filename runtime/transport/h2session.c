@@ -21,16 +21,24 @@ static void init_options(void) {
 }
 
 int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
-                          const nghttp2_session_callbacks *cbs, void *ud) {
+                          const nghttp2_session_callbacks *cbs, void *ud,
+                          sluice__h2mem_guard *guard) {
   uv_once(&g_once, init_options);
   if (!g_options || !cbs)
     return SLUICE_ERR_NOMEM;
+  nghttp2_mem mem; /* copied by nghttp2 */
+  sluice__h2mem_for(&mem, guard);
   int rv = role == SLUICE__H2_SERVER
-               ? nghttp2_session_server_new3(out, cbs, ud, g_options,
-                                             sluice__h2mem())
-               : nghttp2_session_client_new3(out, cbs, ud, g_options,
-                                             sluice__h2mem());
+               ? nghttp2_session_server_new3(out, cbs, ud, g_options, &mem)
+               : nghttp2_session_client_new3(out, cbs, ud, g_options, &mem);
+  if (rv != 0)
+    sluice__h2mem_guard_release(guard);
   return rv == 0 ? 0 : SLUICE_ERR_NOMEM;
+}
+
+void sluice__h2session_del(nghttp2_session *s, sluice__h2mem_guard *guard) {
+  nghttp2_session_del(s);
+  sluice__h2mem_guard_release(guard);
 }
 
 void sluice__h2session_settings(nghttp2_session *s, sluice__h2_role role,

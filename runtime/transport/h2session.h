@@ -10,6 +10,8 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "transport/h2mem.h"
+
 /* Receive windows: SLUICE_STREAM_WINDOW (1 MiB) per stream and 16 MiB per
  * connection, so a 4 MiB message does not stall on WINDOW_UPDATE round
  * trips while what one slow call can make us buffer stays bounded. */
@@ -18,10 +20,15 @@
 typedef enum { SLUICE__H2_CLIENT = 0, SLUICE__H2_SERVER = 1 } sluice__h2_role;
 
 /* Creates a session for role with the callback table cbs (the caller's,
- * created once) and user data ud. Any thread. Returns 0 or
- * SLUICE_ERR_NOMEM. */
+ * created once) and user data ud, whose allocations report failures to
+ * guard (zeroed; it outlives the session: transport/h2mem.h). Any thread.
+ * Returns 0 or SLUICE_ERR_NOMEM. */
 int sluice__h2session_new(nghttp2_session **out, sluice__h2_role role,
-                          const nghttp2_session_callbacks *cbs, void *ud);
+                          const nghttp2_session_callbacks *cbs, void *ud,
+                          sluice__h2mem_guard *guard);
+
+/* Deletes s, then frees what its guard held. */
+void sluice__h2session_del(nghttp2_session *s, sluice__h2mem_guard *guard);
 
 /* Queues the first SETTINGS (the stream window and max_header_list_size,
  * which the caller enforces on what it receives; the client also disables

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "wire/base64.h"
 #include "wire/metadata_rules.h"
 
@@ -19,7 +20,7 @@ void sluice__nvs_init(sluice__nvs *h) {
 
 static int grow(sluice__nvs *h) {
   size_t cap = h->cap * 2;
-  nghttp2_nv *nv = malloc(cap * sizeof *nv);
+  nghttp2_nv *nv = sluice__malloc(cap * sizeof *nv);
   if (!nv)
     return -1;
   memcpy(nv, h->nv, h->n * sizeof *nv);
@@ -72,7 +73,7 @@ void sluice__nvs_add_md(sluice__nvs *h, const sluice_metadata *md) {
   }
   char *p = NULL;
   if (need) {
-    if (h->n_b64 == 2 || !(p = malloc(need))) {
+    if (h->n_b64 == 2 || !(p = sluice__malloc(need))) {
       h->failed = 1;
       return;
     }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "transport/buf.h"
 #include "wire/compress.h"
@@ -46,7 +47,7 @@ int sluice__msg_pack(const ProtobufCMessage *msg, sluice_compression c,
     *out_len = len + SLUICE__FRAME_HEADER_LEN;
     return 0;
   }
-  uint8_t *plain = malloc(len ? len : 1);
+  uint8_t *plain = sluice__malloc(len ? len : 1);
   if (!plain)
     return SLUICE_ERR_NOMEM;
   protobuf_c_message_pack(msg, plain);

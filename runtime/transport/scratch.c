@@ -1,6 +1,7 @@
 /* Per-thread I/O scratch buffers (see scratch.h). */
 #include "transport/scratch.h"
 
+#include "core/alloc.h"
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -29,7 +30,7 @@ uint8_t *sluice__scratch_take(sluice__scratch_slot slot) {
   bufs *b = t_bufs;
   if (!b) {
     pthread_once(&g_once, make_key);
-    if (!(b = calloc(1, sizeof *b)))
+    if (!(b = sluice__calloc(1, sizeof *b)))
       return NULL;
     if (pthread_setspecific(g_key, b) != 0) {
       free(b);
@@ -39,7 +40,7 @@ uint8_t *sluice__scratch_take(sluice__scratch_slot slot) {
   }
   if (b->taken[slot])
     return NULL;
-  if (!b->buf[slot] && !(b->buf[slot] = malloc(g_size[slot])))
+  if (!b->buf[slot] && !(b->buf[slot] = sluice__malloc(g_size[slot])))
     return NULL;
   b->taken[slot] = 1;
   return b->buf[slot];

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/bigbuf.h"
 #include "sluice/status.h"
 #include "transport/lend.h"
@@ -65,7 +66,7 @@ int sluice__sendq_push(sluice__sendq *q, uint8_t *data, size_t len, int force,
     /* Only the first message's node is embedded (a unary call takes the
      * lock once); later ones are allocated without holding it. */
     uv_mutex_unlock(&q->mu);
-    if (!(spare = malloc(sizeof *spare)))
+    if (!(spare = sluice__malloc(sizeof *spare)))
       return SLUICE_ERR_NOMEM;
     uv_mutex_lock(&q->mu);
   }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -246,7 +247,7 @@ static int is_ip_literal(const char *name) {
 
 sluice__tls *sluice__tls_new(sluice__tls_ctx *ctx, int is_client,
                              const char *name) {
-  sluice__tls *t = calloc(1, sizeof *t);
+  sluice__tls *t = sluice__calloc(1, sizeof *t);
   if (!t)
     return NULL;
   t->is_client = is_client;
@@ -405,7 +406,7 @@ char *sluice__tls_peer_subject(const sluice__tls *t) {
     if (b && X509_NAME_print_ex(b, X509_get_subject_name(x), 0,
                                 XN_FLAG_RFC2253) >= 0) {
       size_t n = BIO_ctrl_pending(b);
-      s = malloc(n + 1);
+      s = sluice__malloc(n + 1);
       if (s) {
         int got = BIO_read(b, s, (int)n);
         s[got > 0 ? got : 0] = 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include <zlib.h>
 
 /* windowBits for zlib: 15 (32 KiB window) + 16 = gzip wrapper only. Raw zlib
@@ -37,7 +38,7 @@ int sluice__compress(sluice_compression c, const uint8_t *in, size_t len,
     deflateEnd(&zs);
     return SLUICE_ERR_NOMEM;
   }
-  uint8_t *buf = malloc(reserve + cap);
+  uint8_t *buf = sluice__malloc(reserve + cap);
   if (buf == NULL) {
     deflateEnd(&zs);
     return SLUICE_ERR_NOMEM;
@@ -64,7 +65,7 @@ int sluice__compress(sluice_compression c, const uint8_t *in, size_t len,
     if (produced == cap) { /* not expected after deflateBound */
       size_t more = cap < 4096 ? 4096 : cap;
       uint8_t *nb = more <= SIZE_MAX - reserve - cap
-                        ? realloc(buf, reserve + cap + more)
+                        ? sluice__realloc(buf, reserve + cap + more)
                         : NULL;
       if (nb == NULL) {
         free(buf);
@@ -95,7 +96,7 @@ static sluice_status_code copy_out(const uint8_t *in, size_t len, uint32_t max,
   if (len > max)
     return fail(SLUICE_STATUS_RESOURCE_EXHAUSTED,
                 "decompressed message larger than max", reason);
-  uint8_t *buf = malloc(len > 0 ? len : 1);
+  uint8_t *buf = sluice__malloc(len > 0 ? len : 1);
   if (buf == NULL)
     return fail(SLUICE_STATUS_RESOURCE_EXHAUSTED, "out of memory", reason);
   if (len > 0)
@@ -133,7 +134,7 @@ sluice_status_code sluice__decompress(sluice_compression c, const uint8_t *in,
   int rc = inflateInit2(&zs, GZIP_WINDOW_BITS);
   if (rc != Z_OK)
     return fail(SLUICE_STATUS_RESOURCE_EXHAUSTED, "out of memory", reason);
-  uint8_t *buf = malloc(cap);
+  uint8_t *buf = sluice__malloc(cap);
   if (buf == NULL) {
     inflateEnd(&zs);
     return fail(SLUICE_STATUS_RESOURCE_EXHAUSTED, "out of memory", reason);
@@ -188,7 +189,7 @@ sluice_status_code sluice__decompress(sluice_compression c, const uint8_t *in,
         break;
       }
       size_t ncap = cap <= limit / 2 ? cap * 2 : limit;
-      uint8_t *nb = realloc(buf, ncap);
+      uint8_t *nb = sluice__realloc(buf, ncap);
       if (nb == NULL) {
         code = SLUICE_STATUS_RESOURCE_EXHAUSTED;
         why = "out of memory";
@@ -209,7 +210,7 @@ sluice_status_code sluice__decompress(sluice_compression c, const uint8_t *in,
     return fail(code, why, reason);
   }
   if (produced < cap) { /* give back the slack; keep buf if that fails */
-    uint8_t *nb = realloc(buf, produced > 0 ? produced : 1);
+    uint8_t *nb = sluice__realloc(buf, produced > 0 ? produced : 1);
     if (nb != NULL)
       buf = nb;
   }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "wire/compress.h"
 #include "wire/metadata_internal.h"
 #include "wire/metadata_rules.h"
@@ -55,7 +56,7 @@ int sluice__grpc_resp_header(sluice__grpc_resp *r, const char *name,
     r->enc_ok = sluice__encoding_parse((const char *)value, vlen, &r->enc) == 0;
   } else if (IS("grpc-message")) {
     free(r->grpc_message);
-    r->grpc_message = malloc(vlen + 1);
+    r->grpc_message = sluice__malloc(vlen + 1);
     if (r->grpc_message) {
       size_t l =
           sluice__percent_decode((const char *)value, vlen, r->grpc_message);
@@ -123,7 +124,7 @@ static void set_path(sluice__grpc_req *q, const uint8_t *v, size_t vlen) {
     memcpy(q->path_buf, v, vlen);
     q->path_buf[vlen] = '\0';
     q->path = q->path_buf;
-  } else if ((q->path = malloc(vlen + 1)) != NULL) {
+  } else if ((q->path = sluice__malloc(vlen + 1)) != NULL) {
     memcpy(q->path, v, vlen);
     q->path[vlen] = '\0';
   }

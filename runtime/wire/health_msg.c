@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "wire/pb.h"
 
 int sluice__health_request(const char *service, uint8_t **out, size_t *len) {
@@ -23,7 +24,7 @@ int sluice__health_request(const char *service, uint8_t **out, size_t *len) {
     hdr[h++] = (uint8_t)v;
   }
   size_t msg = h + n;
-  uint8_t *b = malloc(5 + msg);
+  uint8_t *b = sluice__malloc(5 + msg);
   if (!b)
     return -1;
   b[0] = 0;

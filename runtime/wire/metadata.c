@@ -5,6 +5,7 @@
 
 #include <sluice/status.h>
 
+#include "core/alloc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@ int sluice_metadata_new(sluice_metadata **out) {
   if (out == NULL)
     return SLUICE_ERR_INVALID_ARG;
   /* Not zeroed whole: the arena needs no clearing. */
-  sluice_metadata *md = malloc(sizeof *md);
+  sluice_metadata *md = sluice__malloc(sizeof *md);
   if (md == NULL)
     return SLUICE_ERR_NOMEM;
   md->entries = md->inline_entries;
@@ -54,7 +55,7 @@ int sluice__metadata_append(sluice_metadata *md, const char *key, size_t klen,
                             const void *value, size_t vlen) {
   if (md->count == md->cap) {
     size_t cap = md->cap * 2;
-    sluice__md_entry *e = malloc(cap * sizeof *e);
+    sluice__md_entry *e = sluice__malloc(cap * sizeof *e);
     if (e == NULL)
       return SLUICE_ERR_NOMEM;
     memcpy(e, md->entries, md->count * sizeof *e);
@@ -70,7 +71,7 @@ int sluice__metadata_append(sluice_metadata *md, const char *key, size_t klen,
   if (need <= sizeof md->arena - md->arena_used) {
     block = md->arena + md->arena_used;
     md->arena_used += need;
-  } else if ((block = malloc(need)) == NULL) {
+  } else if ((block = sluice__malloc(need)) == NULL) {
     return SLUICE_ERR_NOMEM;
   }
   memcpy(block, key, klen);
@@ -206,7 +207,7 @@ int sluice__metadata_add_received(sluice_metadata *md, const char *key,
   uint8_t small[256];
   uint8_t *scratch = small;
   if (SLUICE__BASE64_DECODED_MAX(vlen) > sizeof small) {
-    scratch = malloc(SLUICE__BASE64_DECODED_MAX(vlen));
+    scratch = sluice__malloc(SLUICE__BASE64_DECODED_MAX(vlen));
     if (scratch == NULL)
       return SLUICE_ERR_NOMEM;
   }
