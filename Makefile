@@ -3,6 +3,7 @@
 #   make test   build plain and ASan+UBSan, run every test through ctest
 #   make test-tsan  the unit and e2e tests under ThreadSanitizer
 #   make fuzz   the libFuzzer targets, FUZZ_SECONDS (60) each (clang)
+#   make failmalloc  every allocation of four operations failed in turn
 # Both install missing Debian packages first (scripts/install-deps.sh).
 # And for users of the library:
 #   make install [PREFIX=/usr/local] [DESTDIR=stage]
@@ -90,6 +91,18 @@ build-fuzz:
 
 fuzz: build-fuzz
 	scripts/run-fuzz.sh $(FUZZ_BUILD)
+
+# Allocation-failure injection (docs/failmalloc.md): in the ASan+UBSan
+# tree, a unary call, a bidi call, a TLS call and a server's start and
+# first accept, each run again failing its n-th allocation for every n.
+# make test runs the same (the TLS one sampled: every 13th n).
+.PHONY: failmalloc
+failmalloc: build-asan
+	scripts/gen-test-certs.sh $(ASAN_BUILD)/failmalloc-certs
+	for s in unary stream accept tls; do \
+		$(ASAN_BUILD)/tests/failmalloc/failmalloc $$s \
+			$(ASAN_BUILD)/failmalloc-certs || exit 1; \
+	done
 
 # The API reference (Doxygen, docs/Doxyfile) in build/docs/api/html; fails
 # on any warning, such as an undocumented function, parameter or return
