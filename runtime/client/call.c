@@ -109,6 +109,17 @@ void sluice__call_complete(sluice_call *c, sluice__attempt *a,
                            sluice_status_code code, const char *message) {
   if (c->state == SLUICE__CALL_DONE)
     return;
+  /* A cancel (or another local failure) was requested and its task is on
+   * its way: deliver() has dropped every message since, so the status the
+   * stream ended with (OK, say, when the whole response had arrived in the
+   * same read as the message whose on_message cancelled) would report a
+   * call whose messages the application never saw. The request wins, as
+   * sluice_call_cancel() promises. */
+  if (__atomic_load_n(&c->fail_posted, __ATOMIC_ACQUIRE)) {
+    code = c->fail_req;
+    message = c->fail_req_msg ? c->fail_req_msg
+                              : "call failed (out of memory for its reason)";
+  }
   c->state = SLUICE__CALL_DONE;
   sluice__call_stop_attempts(c, a, code);
   count_done(c);
@@ -329,14 +340,17 @@ static void release_on_loop(sluice__task *t) {
   call_unref(SLUICE__CONTAINER_OF(t, sluice_call, release_task));
 }
 
-/* Fails the call from any thread (first request wins). */
+/* Fails the call from any thread (first request wins). From the moment
+ * fail_posted is set the loop drops response messages (deliver()) and any
+ * completion reports this status (sluice__call_complete()). */
 static void request_fail(sluice_call *c, sluice_status_code code,
                          const char *msg) {
-  if (__atomic_exchange_n(&c->fail_posted, 1, __ATOMIC_ACQ_REL))
+  if (__atomic_exchange_n(&c->fail_claimed, 1, __ATOMIC_ACQ_REL))
     return;
   c->fail_req = code;
   c->fail_req_msg =
       sluice__strdup(msg ? msg : ""); /* NULL: fail_on_loop's text */
+  __atomic_store_n(&c->fail_posted, 1, __ATOMIC_RELEASE);
   sluice__loop_post(c->ch->loop, &c->fail_task);
 }
 

@@ -72,6 +72,10 @@ struct sluice_call {
   sluice__task fail_task;    /* cancel / local failure (any thread) */
   sluice__task release_task; /* the user's reference (any thread) */
   int kick_posted, resume_posted, fail_posted; /* atomic */
+  /* atomic: the first request_fail() claims the failure here, writes
+   * fail_req and fail_req_msg, then sets fail_posted (release): a thread
+   * that sees fail_posted may read them. */
+  int fail_claimed;
   sluice_channel *ch;
   const sluice_method_desc *method;
   sluice__call_state state;
@@ -93,7 +97,7 @@ struct sluice_call {
   sluice_call_typed_handlers typed;
   /* requests from other threads */
   int want_paused;             /* atomic */
-  sluice_status_code fail_req; /* set before fail_task is posted */
+  sluice_status_code fail_req; /* set before fail_posted */
   /* fail_req's text (malloc'd), or NULL. The rare failure allocates its
    * texts, rather than every call carrying 320 bytes of buffers. */
   char *fail_req_msg;

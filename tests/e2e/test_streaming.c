@@ -309,6 +309,7 @@ typedef struct cstate {
   sluice_status_code code;
   char message[256];
   int pause_on_headers;
+  uint64_t cancel_at; /* c_msg cancels the call at this message (0: no) */
   Streamt__Sum sum;
   int got_sum;
 } cstate;
@@ -350,8 +351,11 @@ static void c_msg(sluice_call *call, const ProtobufCMessage *m, void *ud) {
     s->compressed += sluice_call_last_message_compressed(call) != 0;
   }
   s->received++;
+  int cancel = s->cancel_at && s->received == s->cancel_at;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
+  if (cancel)
+    sluice_call_cancel(call, "cancelled in on_message");
 }
 
 static void c_ready(sluice_call *call, void *ud) {
@@ -781,6 +785,34 @@ static void test_client_cancels_mid_stream(void **state) {
   cs_destroy(&s);
 }
 
+/* A cancel from inside on_message, while the rest of the response and
+ * its OK trailers have already arrived (a short Download: the server
+ * queues every chunk and its status at once, so they usually come in the
+ * read that delivers the first chunk): on_done must report CANCELLED and
+ * no message may follow the cancel. Before the fix the messages after it
+ * were dropped but the call completed with the server's OK. */
+static void test_client_cancels_in_on_message(void **state) {
+  fixture *f = *state;
+  for (int round = 0; round < 20; round++) {
+    cstate s;
+    cs_init(&s);
+    s.cancel_at = 1 + (uint64_t)(round % 3);
+    Streamt__DownloadReq req = STREAMT__DOWNLOAD_REQ__INIT;
+    req.count = 16;
+    req.size = 10;
+    sluice_call *call = NULL;
+    assert_int_equal(
+        sluice_call_start_msg(f->ch, DOWNLOAD, &req.base, NULL, &CH, &s, &call),
+        0);
+    assert_true(cs_wait(&s, is_done, E2E_HANG_MS));
+    assert_int_equal(s.code, SLUICE_STATUS_CANCELLED);
+    assert_string_equal(s.message, "cancelled in on_message");
+    assert_int_equal(s.received, s.cancel_at);
+    sluice_call_release(call);
+    cs_destroy(&s);
+  }
+}
+
 static void test_server_fails_mid_stream(void **state) {
   fixture *f = *state;
   cstate s;
@@ -1067,6 +1099,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_request_streams_take_turns, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_client_cancels_mid_stream, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_client_cancels_in_on_message, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_server_fails_mid_stream, setup,
                                       teardown),
