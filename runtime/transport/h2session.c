@@ -17,6 +17,14 @@ static void init_options(void) {
   /* Window updates follow delivery (transport/recv.h): bounded memory for
    * a paused or slow receiver. */
   nghttp2_option_set_no_auto_window_update(o, 1);
+#if NGHTTP2_VERSION_NUM >= 0x013200
+  /* gRPC's ASCII metadata values are printable ASCII, space included at
+   * either end (include/sluice/metadata.h, as gRPC core and grpc-go take
+   * them); RFC 9113's ban of leading and trailing whitespace, which
+   * nghttp2 >= 1.50 enforces by resetting the stream (PROTOCOL_ERROR),
+   * would fail such calls with INTERNAL in both directions. */
+  nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(o, 1);
+#endif
   g_options = o;
 }
 
