@@ -4,6 +4,7 @@
 #   make test-tsan  the unit and e2e tests under ThreadSanitizer
 #   make fuzz   the libFuzzer targets, FUZZ_SECONDS (60) each (clang)
 #   make failmalloc  every allocation of four operations failed in turn
+#   make soak   the soak and chaos test, SOAK_SECONDS (300), ASan then TSan
 # Both install missing Debian packages first (scripts/install-deps.sh).
 # And for users of the library:
 #   make install [PREFIX=/usr/local] [DESTDIR=stage]
@@ -28,8 +29,11 @@ build: deps
 	$(CONFIGURE) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
+ASAN_CONFIGURE = cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	-DSLUICE_SANITIZE=ON
+
 build-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON >/dev/null
+	$(ASAN_CONFIGURE) >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Only what the demo runs, so that the first run is quick.
@@ -60,17 +64,44 @@ test: test-plain test-asan
 # benchmarks are left out of this build.
 TSAN_BUILD ?= build-tsan
 .PHONY: build-tsan test-tsan
+TSAN_CONFIGURE = cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DCMAKE_C_FLAGS="-fsanitize=thread -g -O1" \
+	-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+	-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
+	-DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_TOOLS=OFF
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"
+
 build-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DCMAKE_C_FLAGS="-fsanitize=thread -g -O1" \
-		-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
-		-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
-		-DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_TOOLS=OFF >/dev/null
+	$(TSAN_CONFIGURE) >/dev/null
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 
 test-tsan: build-tsan
-	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	cd $(TSAN_BUILD) && $(TSAN_ENV) \
 		ctest --output-on-failure -j $(JOBS) --timeout 600 -R "^(unit|e2e)\."
+
+# The soak and chaos test (tests/soak, docs/soak.md): SOAK_SECONDS (300) of
+# every kind of call against servers that are killed, paused and cut off
+# meanwhile, first under ASan+UBSan (LeakSanitizer at every normal exit, a
+# small quarantine so that the RSS check means something), then under
+# TSan; fails if either run does. Driver options through SOAK_ARGS (e.g.
+# "--seed 42 --workers 4"). make test runs 30 s of it (ctest soak.short).
+SOAK_SECONDS ?= 300
+SOAK_ARGS ?=
+SOAK_RUN = tests/soak/soak_driver --server tests/soak/soak_server \
+	--seconds $(SOAK_SECONDS) $(SOAK_ARGS)
+.PHONY: soak soak-asan soak-tsan
+soak: soak-asan soak-tsan
+
+soak-asan: deps
+	$(ASAN_CONFIGURE) >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target soak_driver soak_server
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=quarantine_size_mb=16:detect_leaks=1 \
+		$(SOAK_RUN)
+
+soak-tsan: deps
+	$(TSAN_CONFIGURE) >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target soak_driver soak_server
+	cd $(TSAN_BUILD) && $(TSAN_ENV) $(SOAK_RUN)
 
 # The libFuzzer targets of tests/fuzz (docs/fuzzing.md): a clang build of
 # the library, the plugin and the targets only, every object instrumented
