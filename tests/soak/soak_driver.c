@@ -8,12 +8,13 @@
  * load balancer, round robin with gzip and keepalive, a Unix socket, one
  * address with a wait queue), and for N seconds (--seconds, else
  * SOAK_SECONDS, else 30) runs worker threads that issue a random mix of
- * calls: unary (async, blocking, with a retry policy), server-, client-
- * and bidi-streaming (the client sending from its own thread or
- * ping-pong from the callbacks), random deadlines from 1 ms to none,
- * random metadata (echoed and checked), compression both ways, large
- * payloads, client cancels at random points, and server handlers that
- * fail, stall or answer from another thread (soak.proto). A chaos thread
+ * calls: unary (async, blocking), server-, client- and bidi-streaming
+ * (the client sending from its own thread or ping-pong from the
+ * callbacks), some with a retry or hedging policy or wait-for-ready,
+ * random deadlines from 1 ms to none, random metadata (echoed and
+ * checked), compression both ways, large payloads, client cancels at
+ * random points, and server handlers that fail, stall or answer from
+ * another thread (soak.proto). A chaos thread
  * meanwhile kills a server (SIGKILL) and restarts it on the same address,
  * pauses one (SIGSTOP, SIGCONT), and drops connections: the server's
  * (it shuts its sockets down, soak_server.c) or the driver's own
@@ -104,6 +105,7 @@ static atomic_uint_fast64_t n_started, n_completed, n_start_failed;
 static atomic_uint_fast64_t n_doubled, n_wrong, n_unknown_id;
 static atomic_uint_fast64_t by_code[17], by_kind_code[M_COUNT][17];
 static atomic_uint_fast64_t by_kind[M_COUNT], n_blocking, n_retry_policy;
+static atomic_uint_fast64_t n_hedging_policy, n_wait_for_ready;
 static atomic_uint_fast64_t n_asked_fail, n_cancel_sched, n_cancel_in_cb;
 static atomic_uint_fast64_t n_chaos[CH_KINDS], n_cli_sockets_dropped;
 static atomic_uint_fast64_t n_server_deaths; /* not by our hand */
@@ -753,9 +755,19 @@ static void issue(worker *w) {
   o.metadata = md;
   sluice_retry_policy retry = {3, 10, 100, 2.0,
                                SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE)};
-  if (kind == M_UNARY && chance(rs, 10)) {
+  sluice_hedging_policy hedge = {3, rnd_in(rs, 0, 20),
+                                 SLUICE_CODE_BIT(SLUICE_STATUS_UNAVAILABLE)};
+  unsigned pol = (unsigned)(rnd(rs) % 100);
+  if (kind <= M_SSTREAM && pol < 10) {
     o.retry_policy = &retry;
     atomic_fetch_add(&n_retry_policy, 1);
+  } else if (kind <= M_SSTREAM && pol < 15) {
+    o.hedging_policy = &hedge;
+    atomic_fetch_add(&n_hedging_policy, 1);
+  }
+  if (chance(rs, 5)) {
+    o.wait_for_ready = 1;
+    atomic_fetch_add(&n_wait_for_ready, 1);
   }
   if (kind != M_UNARY && chance(rs, 5))
     c->cancel_after = (int)rnd_in(rs, 1, 3);
@@ -1218,14 +1230,17 @@ int main(int argc, char **argv) {
           (uint64_t)atomic_load(&n_start_failed));
   fprintf(stderr,
           "soak: kinds unary %" PRIu64 " (blocking %" PRIu64
-          ", retry policy %" PRIu64 ") server-stream %" PRIu64
-          " client-stream %" PRIu64 " bidi %" PRIu64 "\n",
+          ") server-stream %" PRIu64 " client-stream %" PRIu64 " bidi %" PRIu64
+          "; retry policy %" PRIu64 ", hedging %" PRIu64
+          ", wait-for-ready %" PRIu64 "\n",
           (uint64_t)atomic_load(&by_kind[M_UNARY]),
           (uint64_t)atomic_load(&n_blocking),
-          (uint64_t)atomic_load(&n_retry_policy),
           (uint64_t)atomic_load(&by_kind[M_SSTREAM]),
           (uint64_t)atomic_load(&by_kind[M_CSTREAM]),
-          (uint64_t)atomic_load(&by_kind[M_BIDI]));
+          (uint64_t)atomic_load(&by_kind[M_BIDI]),
+          (uint64_t)atomic_load(&n_retry_policy),
+          (uint64_t)atomic_load(&n_hedging_policy),
+          (uint64_t)atomic_load(&n_wait_for_ready));
   fprintf(stderr, "soak: by status:");
   print_codes(stderr);
   fprintf(stderr, "\n");
