@@ -88,6 +88,7 @@ test-tsan: build-tsan
 SOAK_SECONDS ?= 300
 SOAK_ARGS ?=
 SOAK_RUN = tests/soak/soak_driver --server tests/soak/soak_server \
+	--certs-script $(CURDIR)/scripts/gen-test-certs.sh \
 	--seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 .PHONY: soak soak-asan soak-tsan
 soak: soak-asan soak-tsan

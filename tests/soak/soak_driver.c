@@ -2,12 +2,15 @@
  *
  *   soak_driver --server PATH [--seconds N] [--workers N] [--inflight N]
  *               [--chaos-ms MIN,MAX] [--seed N] [--progress-s N]
+ *               [--certs-script scripts/gen-test-certs.sh]
  *
  * Starts four soak_server processes (three on loopback TCP ports, one on a
  * Unix socket), opens four channels over them (several addresses and the
  * load balancer, round robin with gzip and keepalive, a Unix socket, one
- * address with a wait queue), and for N seconds (--seconds, else
- * SOAK_SECONDS, else 30) runs worker threads that issue a random mix of
+ * address with a wait queue; with --certs-script a fifth server and
+ * channel speak TLS, with certificates that script makes), and for N
+ * seconds (--seconds, else SOAK_SECONDS, else 30) runs worker threads
+ * that issue a random mix of
  * calls: unary (async, blocking), server-, client- and bidi-streaming
  * (the client sending from its own thread or ping-pong from the
  * callbacks), some with a retry or hedging policy or wait-for-ready,
@@ -67,8 +70,10 @@ extern char **environ;
  * used. */
 size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
 
-#define N_SERVERS 4
-#define N_CHANNELS 4
+#define N_SERVERS 5 /* the fifth (TLS) only with --certs-script */
+#define N_CHANNELS 5
+#define UNIX_SERVER 3
+#define TLS_SERVER 4
 #define MAX_WORKERS 16
 #define MAX_CANCELS 64     /* pending cancels per worker */
 #define DRAIN_MS 60000u    /* after the run: wait for the calls in flight */
@@ -91,7 +96,8 @@ static const sluice_status_code fail_codes[] = {
 
 /* ---- settings */
 
-static const char *server_path;
+static const char *server_path, *certs_script;
+static unsigned n_servers = N_SERVERS - 1, n_channels = N_CHANNELS - 1;
 static unsigned run_seconds = 30, n_workers = 3, max_inflight = 48;
 static unsigned chaos_min_ms = 300, chaos_max_ms = 1500, progress_s = 5;
 static uint64_t seed;
@@ -114,6 +120,7 @@ static atomic_int stop_issuing;
 
 static pthread_mutex_t msg_mu = PTHREAD_MUTEX_INITIALIZER;
 static char first_msg[17][160]; /* the first message seen per code */
+static atomic_int have_msg[17];
 static unsigned wrong_printed;
 
 static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -235,6 +242,7 @@ typedef struct server {
   char addr[160]; /* "127.0.0.1:PORT" or "unix:/path" */
   int port;       /* 0 for unix */
   const char *max_age;
+  int tls; /* serves TLS (sock_dir's server.pem) */
   pid_t pid;
   int to; /* its stdin */
   int paused;
@@ -242,7 +250,8 @@ typedef struct server {
 } server;
 
 static server servers[N_SERVERS];
-static char sock_dir[64];
+static char sock_dir[64];     /* the Unix socket, the certificates */
+static char cert_path[3][96]; /* ca.pem, server.pem, server.key */
 
 /* Starts s at s->addr; waits for "ready". 0, -2 when it could not listen
  * there (try again or elsewhere), -1 on any other failure. */
@@ -259,8 +268,9 @@ static int spawn_server(server *s) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  char *const argv[] = {(char *)"soak_server", s->addr, (char *)s->max_age,
-                        NULL};
+  char *const argv[] = {(char *)"soak_server", s->addr,
+                        (char *)s->max_age,    s->tls ? cert_path[1] : NULL,
+                        cert_path[2],          NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, server_path, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -320,7 +330,7 @@ static int respawn(server *s) {
  * is down. */
 static int first_start(server *s, uint64_t *rs, int index) {
   for (int i = 0; i < 200; i++) {
-    if (s->port || index == N_SERVERS - 1) {
+    if (s->port || index == UNIX_SERVER) {
       int rc = spawn_server(s);
       if (rc != -2)
         return rc;
@@ -334,7 +344,7 @@ static int first_start(server *s, uint64_t *rs, int index) {
 }
 
 static void reap_unexpected(void) {
-  for (int i = 0; i < N_SERVERS; i++) {
+  for (unsigned i = 0; i < n_servers; i++) {
     server *s = &servers[i];
     int st = 0;
     if (s->pid <= 0 || waitpid(s->pid, &st, WNOHANG) != s->pid)
@@ -381,7 +391,7 @@ static int stop_server(server *s) {
 static sluice_channel *channels[N_CHANNELS];
 static const char *const channel_desc[N_CHANNELS] = {
     "3 addrs btc", "2 addrs rr gzip keepalive", "unix lcc",
-    "1 addr bcc wait-queue keepalive"};
+    "1 addr bcc wait-queue keepalive", "TLS btc"};
 
 static int make_channels(void) {
   char target[N_CHANNELS][600];
@@ -391,18 +401,30 @@ static int make_channels(void) {
            servers[2].addr);
   snprintf(target[2], sizeof target[2], "%s", servers[3].addr);
   snprintf(target[3], sizeof target[3], "ipv4:%s", servers[0].addr);
-  for (int i = 0; i < N_CHANNELS; i++) {
+  snprintf(target[4], sizeof target[4], "ipv4:%s", servers[TLS_SERVER].addr);
+  for (unsigned i = 0; i < n_channels; i++) {
     sluice_channel_opts *o;
     if (sluice_channel_opts_new(&o) != 0)
       return -1;
     sluice_channel_opts_set_backoff_ms(o, 50, 500);
     sluice_channel_opts_set_connect_timeout_ms(o, 2000);
-    static const char *const lb[N_CHANNELS] = {"btc", "rr", "lcc", "bcc"};
+    static const char *const lb[N_CHANNELS] = {"btc", "rr", "lcc", "bcc",
+                                               "btc"};
     sluice_channel_opts_set_lb(o, lb[i]);
     if (i == 1 || i == 3)
       sluice_channel_opts_set_keepalive(o, 1000, 1000, 0);
     if (i == 3)
       sluice_channel_opts_set_wait_queue(o, 16, 50);
+    if (i == TLS_SERVER) { /* the server's certificate names 127.0.0.1 */
+      sluice_tls_client_config tc;
+      sluice_tls_client_config_init(&tc);
+      tc.ca.file = cert_path[0];
+      if (sluice_channel_opts_set_tls(o, &tc) != 0) {
+        fprintf(stderr, "soak: TLS: %s\n", sluice_channel_opts_last_error(o));
+        sluice_channel_opts_del(o);
+        return -1;
+      }
+    }
     int rc = sluice_channel_new(&channels[i], target[i], o);
     sluice_channel_opts_del(o);
     if (rc != 0) {
@@ -450,11 +472,12 @@ static void note_status(uint64_t id, int kind, sluice_status_code code,
   unsigned c = (unsigned)code < 17 ? (unsigned)code : 2;
   atomic_fetch_add(&by_code[c], 1);
   atomic_fetch_add(&by_kind_code[kind][c], 1);
-  if (!first_msg[c][0]) {
+  if (!atomic_load(&have_msg[c])) {
     pthread_mutex_lock(&msg_mu);
     if (!first_msg[c][0])
       snprintf(first_msg[c], sizeof first_msg[c], "%s",
                msg && msg[0] ? msg : "(no message)");
+    atomic_store(&have_msg[c], 1);
     pthread_mutex_unlock(&msg_mu);
   }
 }
@@ -706,7 +729,7 @@ static void issue(worker *w) {
   uint64_t id = new_id();
   if (!id)
     return;
-  int chi = (int)(rnd(rs) % N_CHANNELS);
+  int chi = (int)(rnd(rs) % n_channels);
   sluice_channel *ch = channels[chi];
   unsigned p = (unsigned)(rnd(rs) % 100);
   int kind = p < 40   ? M_UNARY
@@ -875,7 +898,7 @@ static unsigned drop_client_sockets(const server *s) {
     if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
       continue;
     int match = 0;
-    for (int i = 0; i < N_SERVERS && !match; i++) {
+    for (unsigned i = 0; i < n_servers && !match; i++) {
       const server *t = &servers[i];
       if (s && s != t)
         continue;
@@ -919,7 +942,7 @@ static void *chaos_main(void *arg) {
       k = 0;
     }
     int kind = order[k++];
-    server *s = &servers[rnd(&rs) % N_SERVERS];
+    server *s = &servers[rnd(&rs) % n_servers];
     reap_unexpected();
     int st = 0;
     switch (kind) {
@@ -975,11 +998,14 @@ static void print_codes(FILE *f) {
 }
 
 static void progress(uint64_t t0) {
+  pthread_mutex_lock(&fl_mu);
+  unsigned flying = inflight;
+  pthread_mutex_unlock(&fl_mu);
   fprintf(stderr,
           "soak: %3" PRIu64 " s  calls %" PRIu64 " done %" PRIu64
           " in flight %u |",
           (now_ms() - t0) / 1000, (uint64_t)atomic_load(&n_started),
-          (uint64_t)atomic_load(&n_completed), inflight);
+          (uint64_t)atomic_load(&n_completed), flying);
   print_codes(stderr);
   fprintf(stderr, " | chaos");
   for (int k = 0; k < CH_KINDS; k++)
@@ -1033,7 +1059,7 @@ static int check_growth(const char *what, const long *v, size_t n,
 static void usage(void) {
   fprintf(stderr, "usage: soak_driver --server PATH [--seconds N] "
                   "[--workers N] [--inflight N] [--chaos-ms MIN,MAX] "
-                  "[--seed N] [--progress-s N]\n");
+                  "[--seed N] [--progress-s N] [--certs-script PATH]\n");
   exit(64);
 }
 
@@ -1059,6 +1085,8 @@ int main(int argc, char **argv) {
       ;
     else if (strcmp(argv[i], "--seed") == 0)
       seed = strtoull(v, NULL, 0);
+    else if (strcmp(argv[i], "--certs-script") == 0)
+      certs_script = v;
     else if (strcmp(argv[i], "--progress-s") == 0)
       progress_s = (unsigned)atoi(v);
     else
@@ -1114,22 +1142,37 @@ int main(int argc, char **argv) {
     perror("soak: mkdtemp");
     return 1;
   }
-  for (int i = 0; i < N_SERVERS; i++) {
-    server *s = &servers[i];
-    s->max_age = i == 1 ? "3000" : "0";
-    if (i == N_SERVERS - 1)
-      snprintf(s->addr, sizeof s->addr, "unix:%s/s%d.sock", sock_dir, i);
-    if (first_start(s, &rs, i) != 0) {
-      fprintf(stderr, "soak: cannot start server %d\n", i);
+  if (certs_script) { /* made afresh, as tests/e2e/test_tls.c does */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "sh '%s' '%s/certs'", certs_script, sock_dir);
+    if (system(cmd) != 0) {
+      fprintf(stderr, "soak: %s failed\n", cmd);
       return 1;
     }
-    fprintf(stderr, "soak: server %d on %s (pid %d)\n", i, s->addr,
-            (int)s->pid);
+    static const char *const names[3] = {"ca.pem", "server.pem", "server.key"};
+    for (int i = 0; i < 3; i++)
+      snprintf(cert_path[i], sizeof cert_path[i], "%s/certs/%s", sock_dir,
+               names[i]);
+    n_servers = N_SERVERS;
+    n_channels = N_CHANNELS;
+  }
+  for (unsigned i = 0; i < n_servers; i++) {
+    server *s = &servers[i];
+    s->max_age = i == 1 ? "3000" : "0";
+    s->tls = i == TLS_SERVER;
+    if (i == UNIX_SERVER)
+      snprintf(s->addr, sizeof s->addr, "unix:%s/s%u.sock", sock_dir, i);
+    if (first_start(s, &rs, (int)i) != 0) {
+      fprintf(stderr, "soak: cannot start server %u\n", i);
+      return 1;
+    }
+    fprintf(stderr, "soak: server %u on %s%s (pid %d)\n", i, s->addr,
+            s->tls ? " (TLS)" : "", (int)s->pid);
   }
   if (make_channels() != 0)
     return 1;
-  for (int i = 0; i < N_CHANNELS; i++)
-    fprintf(stderr, "soak: channel %d: %s\n", i, channel_desc[i]);
+  for (unsigned i = 0; i < n_channels; i++)
+    fprintf(stderr, "soak: channel %u: %s\n", i, channel_desc[i]);
 
   uint64_t t0 = now_ms();
   end_ms = t0 + (uint64_t)run_seconds * 1000u;
@@ -1171,7 +1214,7 @@ int main(int argc, char **argv) {
     failed = 1;
   }
   reap_unexpected();
-  for (int i = 0; i < N_SERVERS; i++)
+  for (unsigned i = 0; i < n_servers; i++)
     if (servers[i].pid > 0 && servers[i].paused) {
       kill(servers[i].pid, SIGCONT);
       servers[i].paused = 0;
@@ -1196,15 +1239,21 @@ int main(int argc, char **argv) {
     if (__atomic_load_n(&ledger[id], __ATOMIC_ACQUIRE) == 1 && lost++ < 20)
       fprintf(stderr, "soak: call %" PRIu64 " never completed\n", id);
 
-  for (int i = 0; i < N_CHANNELS; i++)
+  for (unsigned i = 0; i < n_channels; i++)
     sluice_channel_del(channels[i]);
   int servers_bad = 0;
-  for (int i = 0; i < N_SERVERS; i++)
+  for (unsigned i = 0; i < n_servers; i++)
     if (stop_server(&servers[i]) != 0)
       servers_bad++;
   char path[128];
-  snprintf(path, sizeof path, "%s/s%d.sock", sock_dir, N_SERVERS - 1);
+  snprintf(path, sizeof path, "%s/s%d.sock", sock_dir, UNIX_SERVER);
   unlink(path); /* left behind by a killed server */
+  if (certs_script) {
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/certs'", sock_dir);
+    if (system(cmd) != 0)
+      fprintf(stderr, "soak: %s failed\n", cmd);
+  }
   rmdir(sock_dir);
 
   /* Threads end and descriptors close as the channels go; allow a moment
@@ -1270,7 +1319,7 @@ int main(int argc, char **argv) {
             (uint64_t)atomic_load(&n_chaos[k]));
   fprintf(stderr, " (client sockets shut %" PRIu64 "), server starts:",
           (uint64_t)atomic_load(&n_cli_sockets_dropped));
-  for (int i = 0; i < N_SERVERS; i++)
+  for (unsigned i = 0; i < n_servers; i++)
     fprintf(stderr, " %u", servers[i].starts);
   fprintf(stderr, ", unexpected server deaths %" PRIu64 "\n",
           (uint64_t)atomic_load(&n_server_deaths));

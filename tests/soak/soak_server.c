@@ -4,10 +4,11 @@
  * the worker thread instead of the loop, echo the soak-* metadata, gzip
  * the responses, send large payloads.
  *
- *   soak_server ADDRESS [MAX_AGE_MS]
+ *   soak_server ADDRESS [MAX_AGE_MS [CERT.pem KEY.pem]]
  *
  * ADDRESS is "127.0.0.1:PORT" or "unix:/path". MAX_AGE_MS (0: none) gives
  * the connections a max age, so that graceful GOAWAYs happen under load.
+ * With CERT and KEY it serves TLS only.
  * Prints "ready" on stdout once it serves, or exits 2 when it cannot
  * listen there (the driver then tries again or another port). Then reads
  * stdin:
@@ -469,7 +470,7 @@ static unsigned drop_connections(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: soak_server ADDRESS [MAX_AGE_MS]\n");
+    fprintf(stderr, "usage: soak_server ADDRESS [MAX_AGE_MS [CERT KEY]]\n");
     return 64;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -494,6 +495,18 @@ int main(int argc, char **argv) {
   sluice_server_opts_set_max_queue(o, 32);
   if (max_age)
     sluice_server_opts_set_connection_limits(o, 0, max_age, 2000);
+  if (argc > 4) {
+    sluice_tls_server_config tc;
+    sluice_tls_server_config_init(&tc);
+    tc.cert.file = argv[3];
+    tc.key.file = argv[4];
+    if (sluice_server_opts_set_tls(o, &tc) != 0) {
+      fprintf(stderr, "soak_server: TLS: %s\n",
+              sluice_server_opts_last_error(o));
+      sluice_server_opts_del(o);
+      return 1;
+    }
+  }
   int rc = sluice_server_new(&srv, o);
   sluice_server_opts_del(o);
   if (rc != 0)
