@@ -70,6 +70,22 @@ extern char **environ;
  * used. */
 size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
 
+/* Under TSan the RSS is mostly TSan's own shadow memory and internal
+ * allocations, which keep growing over a long run (about 0.4 MiB a second
+ * in this test, 110 MiB after 1 s and 346 MiB after 600 s, while the live
+ * heap stays at 16-17 MiB; docs/soak.md): there it is reported, not
+ * judged. */
+#if defined(__SANITIZE_THREAD__)
+#define SOAK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOAK_TSAN 1
+#endif
+#endif
+#ifndef SOAK_TSAN
+#define SOAK_TSAN 0
+#endif
+
 #define N_SERVERS 5 /* the fifth (TLS) only with --certs-script */
 #define N_CHANNELS 5
 #define UNIX_SERVER 3
@@ -1038,7 +1054,7 @@ static long median(const long *v, size_t n) {
  * live heap is the sharp measure (it ignores quarantine and allocator
  * caches); RSS gets a larger floor. */
 static int check_growth(const char *what, const long *v, size_t n,
-                        long floor_kib) {
+                        long floor_kib, int judged) {
   if (n < 10) {
     fprintf(stderr, "soak: %s: too few samples (%zu) to judge\n", what, n);
     return 0;
@@ -1052,7 +1068,12 @@ static int check_growth(const char *what, const long *v, size_t n,
   fprintf(stderr,
           "soak: %s: first %ld KiB, second half from %ld to %ld KiB (bound "
           "+%ld KiB)%s\n",
-          what, v[0], a, b, bound, bad ? "  <-- GROWING" : "");
+          what, v[0], a, b, bound,
+          !judged ? " (not judged under TSan)"
+          : bad   ? "  <-- GROWING"
+                  : "");
+  if (!judged)
+    return 0;
   return bad ? -1 : 0;
 }
 
@@ -1382,8 +1403,8 @@ int main(int argc, char **argv) {
               need[i].what);
       failed = 1;
     }
-  if (check_growth("live heap", heap, n_samples, 16 * 1024) != 0 ||
-      check_growth("rss", rss, n_samples, 48 * 1024) != 0) {
+  if (check_growth("live heap", heap, n_samples, 16 * 1024, 1) != 0 ||
+      check_growth("rss", rss, n_samples, 48 * 1024, !SOAK_TSAN) != 0) {
     fprintf(stderr, "soak: FAIL: memory keeps growing\n");
     failed = 1;
   }
