@@ -16,8 +16,9 @@
  *           the process under the library's feet: abrupt connection loss
  *           while calls are open;
  *   EOF     graceful shutdown; every call must have had exactly one
- *           on_done and one finish; exits 0 if so (ASan's leak check then
- *           runs at exit), 1 if not.
+ *           on_done and one finish, and the process must be back to the
+ *           threads and descriptors it had before it served; exits 0 if
+ *           so (ASan's leak check then runs at exit), 1 if not.
  *
  * Every call's state is a job. Jobs live under one mutex (the server is
  * not what is measured). A job holds references: the call's (dropped when
@@ -77,6 +78,19 @@ static uint64_t n_jobs, n_freed, n_done, n_finished, n_double_done;
 static uint64_t n_finish_err, n_drops;
 
 static uint64_t now_ms(void) { return sluice_now_ns() / 1000000u; }
+
+static int count_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(d);
+  return n;
+}
 
 static void job_unref_locked(job *j) {
   if (--j->refs == 0) {
@@ -482,6 +496,14 @@ int main(int argc, char **argv) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&cv, &ca);
   pthread_condattr_destroy(&ca);
+  /* The baseline, after a loop has come and gone once: libuv keeps a
+   * process-wide pipe from the first one on. */
+  sluice_channel *warm;
+  if (sluice_channel_new(&warm, "ipv4:127.0.0.1:1", NULL) != 0)
+    return 1;
+  sluice_channel_del(warm);
+  int threads0 = count_dir("/proc/self/task");
+  int fds0 = count_dir("/proc/self/fd");
 
   sluice_server_opts *o;
   sluice_server *srv;
@@ -546,16 +568,20 @@ int main(int argc, char **argv) {
   pthread_join(worker, NULL);
   sluice_server_del(srv);
 
+  int threads1 = count_dir("/proc/self/task");
+  int fds1 = count_dir("/proc/self/fd");
   pthread_mutex_lock(&mu);
   int bad = n_freed != n_jobs || n_done != n_jobs || n_finished != n_jobs ||
-            n_double_done != 0;
+            n_double_done != 0 || threads1 != threads0 || fds1 != fds0;
   fprintf(stderr,
           "soak_server %s: calls %llu on_done %llu finished %llu freed %llu "
-          "double on_done %llu finish errors %llu dropped sockets %llu%s\n",
+          "double on_done %llu finish errors %llu dropped sockets %llu "
+          "threads %d -> %d fds %d -> %d%s\n",
           argv[1], (unsigned long long)n_jobs, (unsigned long long)n_done,
           (unsigned long long)n_finished, (unsigned long long)n_freed,
           (unsigned long long)n_double_done, (unsigned long long)n_finish_err,
-          (unsigned long long)n_drops, bad ? "  <-- MISMATCH" : "");
+          (unsigned long long)n_drops, threads0, threads1, fds0, fds1,
+          bad ? "  <-- MISMATCH" : "");
   pthread_mutex_unlock(&mu);
   pthread_cond_destroy(&cv);
   return bad ? 1 : 0;
