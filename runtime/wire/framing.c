@@ -50,16 +50,32 @@ static sluice_status_code start_message(sluice__deframer *d,
   return SLUICE_STATUS_OK;
 }
 
-/* Grows the buffer to hold the whole current message. Only done when the
- * message spans chunks, so whole-in-one-chunk messages never allocate.
- * Called before any byte of the body is copied: nothing to keep. */
-static int reserve(sluice__deframer *d) {
-  if (d->cap >= d->len) /* cap is 0 without a buffer (also once taken) */
+/* The first block of a message that spans chunks holds at most this much;
+ * it grows to the declared length once more arrives. */
+#define FIRST_BLOCK ((size_t)64 * 1024)
+
+/* Room for the first `need` bytes of the current message's body, keeping
+ * what is filled. Only done when the message spans chunks, so
+ * whole-in-one-chunk messages never allocate. A message over FIRST_BLOCK
+ * gets a first block of FIRST_BLOCK and the whole declared length only
+ * once bytes beyond it arrive: a peer that declares 4 MiB and sends a few
+ * bytes (on each of many streams) makes us hold 64 KiB per stream, not
+ * 4 MiB, for one extra copy of at most 64 KiB per large message. */
+static int reserve(sluice__deframer *d, size_t need) {
+  if (d->cap >= need) /* cap is 0 without a buffer (also once taken) */
     return 0;
+  size_t want =
+      need <= FIRST_BLOCK && d->len > FIRST_BLOCK ? FIRST_BLOCK : d->len;
+  uint8_t *b = sluice__bigbuf_get(want + SLUICE__FRAME_HEADER_LEN);
+  if (!b)
+    return -1;
+  if (d->filled)
+    memcpy(b + SLUICE__FRAME_HEADER_LEN, d->buf + SLUICE__FRAME_HEADER_LEN,
+           d->filled);
   sluice__bigbuf_put(d->buf);
-  d->buf = sluice__bigbuf_get((size_t)d->len + SLUICE__FRAME_HEADER_LEN);
-  d->cap = d->buf ? d->len : 0;
-  return d->buf ? 0 : -1;
+  d->buf = b;
+  d->cap = want;
+  return 0;
 }
 
 /* After a message in buf was delivered: a large buffer goes back to the
@@ -114,12 +130,12 @@ sluice_status_code sluice__deframer_feed(sluice__deframer *d,
     } else {
       if (pos == len)
         return SLUICE_STATUS_OK;
-      if (reserve(d) != 0)
-        return fail(d, SLUICE_STATUS_RESOURCE_EXHAUSTED,
-                    "out of memory for received message", reason);
       size_t take = d->len - d->filled;
       if (take > len - pos)
         take = len - pos;
+      if (reserve(d, d->filled + take) != 0)
+        return fail(d, SLUICE_STATUS_RESOURCE_EXHAUSTED,
+                    "out of memory for received message", reason);
       memcpy(d->buf + SLUICE__FRAME_HEADER_LEN + d->filled, data + pos, take);
       d->filled += take;
       pos += take;

@@ -438,6 +438,70 @@ static void consumer_stops(void **state) {
   sluice__deframer_reset(&d);
 }
 
+/* A large message that trickles in: the deframer holds a first block of
+ * at most 64 KiB until bytes beyond it arrive, then the whole declared
+ * length, and the message comes out intact whatever the split (a split
+ * right at the first block's end, one across it, one-byte pieces at the
+ * start). Before the staged reserve, a 4 MiB declaration took a 4 MiB
+ * block at its first body byte. */
+typedef struct {
+  size_t got, len;
+  int intact;
+} big_collector;
+
+static int on_big(void *ud, int compressed, const uint8_t *msg, size_t len) {
+  (void)compressed;
+  big_collector *c = ud;
+  c->got++;
+  c->len = len;
+  c->intact = 1;
+  for (size_t i = 0; i < len; i++)
+    if (msg[i] != (uint8_t)(i * 13 + 5))
+      c->intact = 0;
+  return 0;
+}
+
+static void large_message_reserves_in_stages(void **state) {
+  (void)state;
+  const size_t len = 4u << 20;
+  uint8_t *wire = malloc(5 + len);
+  assert_non_null(wire);
+  sluice__frame_header(wire, 0, (uint32_t)len);
+  for (size_t i = 0; i < len; i++)
+    wire[5 + i] = (uint8_t)(i * 13 + 5);
+  const size_t splits[][3] = {
+      {5 + 10, 5 + 64 * 1024, 5 + len}, /* at the first block's end */
+      {5 + 1, 5 + 70 * 1024, 5 + len},  /* across it */
+      {5 + 64 * 1024 - 1, 5 + 64 * 1024 + 1, 5 + len},
+  };
+  for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
+    sluice__deframer d;
+    sluice__deframer_init(&d, 8u << 20);
+    big_collector c = {0};
+    size_t at = 0;
+    for (size_t j = 0; j < 3; j++) {
+      size_t end = splits[k][j];
+      /* the first piece one byte at a time */
+      size_t step = j == 0 ? 1 : end - at;
+      while (at < end) {
+        size_t n = end - at < step ? end - at : step;
+        assert_int_equal(
+            sluice__deframer_feed(&d, wire + at, n, on_big, &c, NULL),
+            SLUICE_STATUS_OK);
+        at += n;
+        if (c.got == 0)
+          assert_true(d.filled <= 64 * 1024 ? d.cap <= 64 * 1024
+                                            : d.cap == len);
+      }
+    }
+    assert_int_equal(c.got, 1);
+    assert_int_equal(c.len, len);
+    assert_true(c.intact);
+    sluice__deframer_reset(&d);
+  }
+  free(wire);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(frame_header_bytes),
@@ -452,6 +516,7 @@ int main(void) {
       cmocka_unit_test(max_size),
       cmocka_unit_test(bad_flag),
       cmocka_unit_test(consumer_stops),
+      cmocka_unit_test(large_message_reserves_in_stages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
