@@ -206,6 +206,200 @@ def plugin(protoc):
             write("plugin", name.replace(".proto", ""), data)
 
 
+# ---- server_conn and client_conn: h2peer.h's ops after a config byte
+def pb_varint(v):
+    out = b""
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_int(field, v):
+    return pb_varint(field << 3) + pb_varint(v)
+
+
+def pb_bytes(field, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def echo_msg(text="", payload=b"", reply_size=0, delay_ms=0, status_code=0,
+             status_message="", hold=False, echo_md=False):
+    m = b""
+    if text:
+        m += pb_bytes(1, text)
+    if payload:
+        m += pb_bytes(2, payload)
+    if reply_size:
+        m += pb_int(3, reply_size)
+    if delay_ms:
+        m += pb_int(4, delay_ms)
+    if status_code:
+        m += pb_int(5, status_code)
+    if status_message:
+        m += pb_bytes(6, status_message)
+    if hold:
+        m += pb_int(7, 1)
+    if echo_md:
+        m += pb_int(8, 1)
+    return m
+
+
+def chunk(seq, payload=b""):
+    return (pb_int(1, seq) if seq else b"") + (pb_bytes(2, payload)
+                                               if payload else b"")
+
+
+def op_headers(sid, lines, flags=0, more=False):
+    text = "".join(l + "\n" for l in lines) + "\n"
+    return bytes([0 | (0x80 if more else 0), flags, sid]) + text.encode()
+
+
+def op_msg(sid, msg, end=False, compressed=0, more=False):
+    return (bytes([1 | (0x80 if more else 0), 1 if end else 0, sid,
+                   compressed]) + struct.pack(">H", len(msg)) + msg)
+
+
+def op_data(sid, data, end=False):
+    return bytes([2, 1 if end else 0, sid]) + struct.pack(">H", len(data)) + \
+        data
+
+
+def op_rst(sid, code):
+    return bytes([3, sid, code])
+
+
+def op_window(sid, inc):
+    return bytes([4, sid]) + struct.pack(">I", inc)
+
+
+def op_ping(ack=False, data=b"fuzzping"):
+    return bytes([5, 1 if ack else 0]) + data
+
+
+def op_settings(entries=(), ack=False):
+    return bytes([6, 1 if ack else 0, len(entries)]) + b"".join(
+        struct.pack(">HI", i, v) for i, v in entries)
+
+
+def op_goaway(last_sid, code, debug=b""):
+    return bytes([7, last_sid, code, len(debug)]) + debug
+
+
+def request(path, extra=()):
+    return [":method: POST", ":scheme: http", ":path: " + path,
+            ":authority: localhost", "content-type: application/grpc",
+            "te: trailers", "user-agent: fuzz"] + list(extra)
+
+
+def hpack_literal(headers):
+    # literal header fields without indexing, new names, no Huffman
+    out = b""
+    for name, value in headers:
+        out += b"\x00" + bytes([len(name)]) + name.encode() + \
+            bytes([len(value)]) + value.encode()
+    return out
+
+
+def frame_bytes(ftype, flags, sid, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack(">I", sid) + payload
+
+
+def server_conn():
+    t = "server_conn"
+    echo = "/e2e.Echo/Echo"
+    write(t, "unary", bytes([0]) + op_headers(0, request(echo)) +
+          op_msg(0, echo_msg("hello", b"abc"), end=True))
+    write(t, "unary-coalesced", bytes([0]) +
+          op_headers(0, request(echo), more=True) +
+          op_msg(0, echo_msg("hi", reply_size=3000, delay_ms=1), end=True,
+                 more=True) +
+          op_headers(1, request("/e2e.Echo/Big", ["grpc-timeout: 5S"]),
+                     more=True) +
+          op_msg(1, echo_msg("big", reply_size=20000), end=True))
+    write(t, "unary-status-md", bytes([0]) +
+          op_headers(0, request(echo, ["x-a: b", "x-c-bin: AAEC",
+                                       "grpc-accept-encoding: gzip"])) +
+          op_msg(0, echo_msg("x", status_code=5, status_message="nope"),
+                 end=True) +
+          op_headers(1, request(echo, ["x-md: v", "x-two: 2"])) +
+          op_msg(1, echo_msg("md", echo_md=True), end=True))
+    write(t, "unary-hold-reset", bytes([0]) +
+          op_headers(0, request(echo)) +
+          op_msg(0, echo_msg("held", hold=True), end=True) +
+          op_headers(1, request(echo)) +
+          op_msg(1, echo_msg("held too", hold=True), end=True) +
+          op_rst(0, 8) + bytes([11]) + bytes([12]))
+    gzmsg = gz(echo_msg("compressed", b"z" * 100))
+    write(t, "unary-gzip", bytes([0]) +
+          op_headers(0, request(echo, ["grpc-encoding: gzip",
+                                       "grpc-accept-encoding: identity,gzip"]))
+          + op_msg(0, gzmsg, end=True, compressed=1))
+    write(t, "unary-bad", bytes([0]) +
+          op_headers(0, request("/e2e.Echo/Nope")) +
+          op_headers(1, [":method: POST", ":scheme: http",
+                         ":path: " + echo, "content-type: text/plain"],
+                     flags=1) +
+          op_headers(2, request(echo, ["grpc-timeout: 1n"])) +
+          op_msg(2, echo_msg("late"), end=True) +
+          op_headers(3, request(echo, ["grpc-encoding: br"]), flags=1))
+    bidi = "/streamt.Streams/Bidi"
+    write(t, "bidi", bytes([0]) + op_headers(0, request(bidi)) +
+          op_msg(0, chunk(1, b"one")) + op_msg(0, chunk(2, b"two" * 50)) +
+          op_window(0x80, 100000) + op_msg(0, chunk(3), end=True))
+    write(t, "bidi-small-buffer", bytes([2]) + op_headers(0, request(bidi)) +
+          b"".join(op_msg(0, chunk(i, b"p" * 700)) for i in range(1, 6)) +
+          op_msg(0, chunk(999999)) + op_data(0, b"", end=True))
+    write(t, "upload", bytes([0]) +
+          op_headers(0, request("/streamt.Streams/Upload")) +
+          op_msg(0, chunk(1, b"a" * 10)) + op_msg(0, chunk(2, b"b" * 20)) +
+          op_data(0, b"", end=True))
+    dl = pb_int(1, 5) + pb_int(2, 100) + pb_int(3, 1)
+    write(t, "download", bytes([2]) +
+          op_headers(0, request("/streamt.Streams/Download",
+                                ["grpc-accept-encoding: gzip"])) +
+          op_msg(0, dl, end=True) + op_window(0, 1000) + op_ping() +
+          op_settings([(4, 100), (5, 16384)]) + bytes([12, 12]))
+    write(t, "raw", bytes([0]) +
+          op_headers(0, request("/fuzz.Raw/Unary")) +
+          op_msg(0, b"raw bytes", end=True) +
+          op_headers(1, request("/fuzz.Raw/Bidi")) +
+          op_msg(1, b"first") + op_msg(1, b"second", end=True))
+    write(t, "limits", bytes([4 | 8 | 32]) +
+          b"".join(op_headers(i, request(echo), more=True) +
+                   op_msg(i, echo_msg("n%d" % i), end=True, more=True)
+                   for i in range(5)) +
+          op_headers(5, request(echo)) +
+          op_msg(5, echo_msg("too big", b"q" * 1200), end=True))
+    write(t, "health-reflection", bytes([16]) +
+          op_headers(0, request("/grpc.health.v1.Health/Check")) +
+          op_msg(0, pb_bytes(1, "e2e.Echo"), end=True) +
+          op_headers(1, request("/grpc.health.v1.Health/Watch")) +
+          op_msg(1, pb_bytes(1, ""), end=True) +
+          op_headers(2, request(
+              "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")) +
+          op_msg(2, pb_bytes(7, "*")) +
+          op_msg(2, pb_bytes(4, "grpc.health.v1.Health"), end=True))
+    write(t, "continuation-goaway", bytes([64]) +
+          op_headers(0, request(echo, ["x-long: " + "l" * 100]), flags=2) +
+          op_msg(0, echo_msg("c"), end=True) + op_ping(ack=True) +
+          op_goaway(0, 0, b"bye"))
+    block = hpack_literal([(":method", "POST"), (":scheme", "http"),
+                           (":path", echo), (":authority", "a"),
+                           ("content-type", "application/grpc"),
+                           ("te", "trailers")])
+    msg = echo_msg("raw mode")
+    write(t, "raw-mode", bytes([1]) + frame_bytes(1, 4, 1, block) +
+          frame_bytes(0, 1, 1, frame(msg)))
+
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--protoc", default=shutil.which("protoc"))
@@ -220,6 +414,7 @@ def main():
     orca()
     service_config()
     plugin(args.protoc)
+    server_conn()
 
 
 if __name__ == "__main__":
