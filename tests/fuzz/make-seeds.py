@@ -399,6 +399,66 @@ def server_conn():
           frame_bytes(0, 1, 1, frame(msg)))
 
 
+def client_conn():
+    t = "client_conn"
+    resp = [":status: 200", "content-type: application/grpc",
+            "grpc-encoding: identity", "grpc-accept-encoding: identity,gzip"]
+    ok = ["grpc-status: 0"]
+    # the unary call (stream 1): headers, its response, trailers
+    write(t, "unary-ok", bytes([0]) + op_headers(0, resp) +
+          op_msg(0, echo_msg("hello")) + op_headers(0, ok, flags=1))
+    write(t, "unary-md", bytes([16]) +
+          op_headers(0, resp + ["x-init: 1", "x-bin: AAEC"]) +
+          op_msg(0, echo_msg("md", b"p" * 50)) +
+          op_headers(0, ok + ["grpc-message: fine%20thanks", "x-trail: t",
+                              "endpoint-load-metrics-bin: CQAAAAAAAOA/"],
+                     flags=1))
+    write(t, "unary-trailers-only", bytes([0]) +
+          op_headers(0, [":status: 200", "content-type: application/grpc",
+                         "grpc-status: 14", "grpc-message: unavailable"],
+                     flags=1))
+    write(t, "unary-gzip", bytes([32]) +
+          op_headers(0, resp[:2] + ["grpc-encoding: gzip"]) +
+          op_msg(0, gz(echo_msg("zipped", b"z" * 200)), compressed=1) +
+          op_headers(0, ok, flags=1))
+    write(t, "unary-http-error", bytes([0]) +
+          op_headers(0, [":status: 503", "content-type: text/html"],
+                     flags=1))
+    write(t, "unary-refused-goaway", bytes([0]) + op_rst(0, 7) +
+          op_goaway(0x80, 0, b"bye") + bytes([12]))
+    write(t, "unary-too-large", bytes([128]) + op_headers(0, resp) +
+          op_msg(0, echo_msg("x" * 200)) + op_headers(0, ok, flags=1))
+    # bidi (stream 3), after the unary one completes
+    write(t, "bidi", bytes([2]) +
+          op_headers(0, resp) + op_msg(0, echo_msg("u")) +
+          op_headers(0, ok, flags=1) +
+          op_headers(1, resp) + op_msg(1, chunk(1, b"one")) +
+          bytes([11, 0]) + op_msg(1, chunk(2, b"two")) +
+          bytes([11, 3]) + bytes([11, 4]) + bytes([11, 1]) +
+          op_window(1, 1000) + op_window(0x80, 1000) +
+          op_headers(1, ok, flags=1))
+    write(t, "bidi-cancel", bytes([2 | 16]) +
+          op_headers(1, resp) + op_msg(1, chunk(1, b"x" * 100)) +
+          bytes([11, 2]) + op_rst(1, 8) + bytes([11, 5]) +
+          op_headers(0, [":status: 200", "content-type: application/grpc",
+                         "grpc-status: 0"], flags=1))
+    # download (stream 3 or 5) and raw (the next)
+    write(t, "download-raw", bytes([4 | 8]) +
+          op_headers(1, resp) + op_msg(1, chunk(1, b"d" * 10)) +
+          op_msg(1, chunk(2, b"d" * 10)) + op_headers(1, ok, flags=1) +
+          op_headers(2, resp) + op_msg(2, b"raw reply") +
+          op_headers(2, ok, flags=1) + op_ping() +
+          op_settings([(3, 1), (4, 65535)]) + op_headers(0, resp) +
+          op_data(0, frame(echo_msg("split"))[:4]) +
+          op_data(0, frame(echo_msg("split"))[4:]) +
+          op_headers(0, ok, flags=1))
+    block = hpack_literal([(":status", "200"),
+                           ("content-type", "application/grpc")])
+    trailers = hpack_literal([("grpc-status", "0")])
+    write(t, "raw-mode", bytes([1]) + frame_bytes(1, 4, 1, block) +
+          frame_bytes(0, 0, 1, frame(echo_msg("raw mode"))) +
+          frame_bytes(1, 5, 1, trailers))
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -415,6 +475,7 @@ def main():
     service_config()
     plugin(args.protoc)
     server_conn()
+    client_conn()
 
 
 if __name__ == "__main__":
