@@ -27,7 +27,10 @@
  *   9 raw bytes     [len16][len bytes], written as they are
  *  10 PRIORITY      [sid][5 bytes]
  *  11 target's own  (the target's hook: release held calls, cancel ...)
- *  12-15            pump only (more loop turns)
+ *  12-14            pump only (more loop turns)
+ *  15 wait          the first one of an input sleeps 2 ms before it
+ *                   pumps, so that timers of a few ms (a grpc-timeout of
+ *                   1m, a 1 ms call deadline) fire; later ones only pump
  *
  * sid: a stream id from one byte: bit 7 set, the low 7 bits as they are
  * (0, even ids, ids out of order); clear, 2 * b + 1 (the odd ids a client
@@ -40,6 +43,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fuzz.h"
@@ -63,6 +67,7 @@ struct h2peer {
   h2peer_hook_fn hook;
   void *ud;
   uint64_t drained; /* bytes the connection wrote, read and dropped */
+  int slept;        /* op 15 slept already */
   int eof;          /* the connection closed its side */
 };
 
@@ -329,6 +334,14 @@ static inline void h2peer_run(h2peer *p, fuzz_in *in) {
     case 11:
       if (p->hook)
         p->hook(p, in);
+      break;
+    case 15:
+      if (!p->slept) {
+        p->slept = 1;
+        h2peer_flush(p);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+      }
       break;
     default:
       break;

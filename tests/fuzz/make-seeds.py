@@ -390,6 +390,12 @@ def server_conn():
           op_headers(0, request(echo, ["x-long: " + "l" * 100]), flags=2) +
           op_msg(0, echo_msg("c"), end=True) + op_ping(ack=True) +
           op_goaway(0, 0, b"bye"))
+    write(t, "deadline", bytes([0]) +
+          op_headers(0, request(bidi, ["grpc-timeout: 1m"])) +
+          op_msg(0, chunk(1, b"slow")) +
+          op_headers(1, request(echo, ["grpc-timeout: 1m"])) +
+          op_msg(1, echo_msg("held past", hold=True), end=True) +
+          bytes([15]) + op_msg(0, chunk(2, b"late"), end=True) + bytes([11]))
     block = hpack_literal([(":method", "POST"), (":scheme", "http"),
                            (":path", echo), (":authority", "a"),
                            ("content-type", "application/grpc"),
@@ -452,6 +458,9 @@ def client_conn():
           op_data(0, frame(echo_msg("split"))[:4]) +
           op_data(0, frame(echo_msg("split"))[4:]) +
           op_headers(0, ok, flags=1))
+    write(t, "deadline", bytes([2 | 64]) + op_headers(1, resp) +
+          bytes([15]) + op_msg(1, chunk(1, b"after")) + op_headers(0, resp) +
+          op_msg(0, echo_msg("u")) + op_headers(0, ok, flags=1))
     block = hpack_literal([(":status", "200"),
                            ("content-type", "application/grpc")])
     trailers = hpack_literal([("grpc-status", "0")])
