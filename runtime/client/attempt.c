@@ -360,7 +360,8 @@ static void attempt_ended(sluice_call *c, sluice__attempt *a,
   sluice__call_timer_arm(c);
 }
 
-/* The channel was destroyed while the call waited for its retry. */
+/* The channel was destroyed while the call waited for its retry, or for
+ * its paused receiver to take the messages held after an OK end. */
 static void parked_cancel(sluice__parked *p) {
   sluice_call *c = SLUICE__CONTAINER_OF(p, sluice_call, parked);
   sluice__call_complete(c, NULL, SLUICE_STATUS_CANCELLED, "channel destroyed");
@@ -521,12 +522,16 @@ static void attempt_closed(sluice__cstream *s, uint32_t h2_error,
       sluice__sendq_rewind(a->cs.st.sendq) == 0) {
     replay(c, a);
   } else if (d.action == SLUICE__FINAL_HOLD) {
-    /* Paused: on_done waits until every message was delivered. */
+    /* Paused: on_done waits until every message was delivered. The call
+     * is in no queue and on no connection now: parked, so that a channel
+     * destroyed meanwhile still completes it (CANCELLED). */
     commit(c, a);
     if (c->rp || c->hp)
       sluice__throttle_success(&c->ch->res.throttle);
     sluice__picker_done(&c->ch->picker, &a->pick, d.code, a->cs.rx_bytes);
     a->final_pending = 1;
+    sluice__list_remove(&c->parked.link);
+    sluice__list_push(&c->ch->res.parked, &c->parked.link);
   } else {
     attempt_ended(c, a, d.code, d.text);
   }

@@ -139,8 +139,9 @@ struct sluice_call {
   sluice__attempt *winner; /* the committed attempt; NULL: none yet */
   struct sluice__subchannel *last_sc; /* where the last attempt went */
   uint64_t retry_at_ns;               /* a retry waits until then; 0: none */
-  sluice__parked parked;        /* in ch->res.parked while retry_at_ns is set */
-  uint64_t hedge_at_ns;         /* the next hedge is due then; 0: none */
+  sluice__parked parked; /* in ch->res.parked while retry_at_ns is set, or
+                            while an attempt's final_pending is */
+  uint64_t hedge_at_ns;  /* the next hedge is due then; 0: none */
   sluice_status_code last_code; /* a hedged call's last failed attempt */
   char *last_text;              /* its text (owned; NULL: none) */
 };

@@ -615,7 +615,8 @@ static void shutdown_on_loop(void *ud) {
   publish_state(ch, SLUICE_CHANNEL_SHUTDOWN);
   sluice__picker_fail_all(&ch->picker, SLUICE_STATUS_CANCELLED,
                           "channel destroyed");
-  /* Calls waiting out a retry's backoff are in no queue: end them too. */
+  /* Calls waiting out a retry's backoff, or ended OK with messages held
+   * for a paused receiver, are in no queue: end them too. */
   sluice__list *pn;
   while ((pn = sluice__list_head(&ch->res.parked)) != NULL) {
     sluice__parked *pk = SLUICE__CONTAINER_OF(pn, sluice__parked, link);

@@ -56,8 +56,9 @@ int sluice__channel_opts_copy(struct sluice_channel_opts *dst,
 /* Frees what a copy holds (not the struct). Idempotent. */
 void sluice__channel_opts_clear(struct sluice_channel_opts *o);
 
-/* A call waiting out a retry's backoff (in no picker queue): cancel ends
- * it when the channel is destroyed. */
+/* A call in no picker queue and on no connection (waiting out a retry's
+ * backoff, or ended OK while paused, its held messages not yet taken):
+ * cancel ends it when the channel is destroyed. */
 typedef struct sluice__parked {
   sluice__list link;
   void (*cancel)(struct sluice__parked *p);
@@ -75,7 +76,7 @@ typedef struct sluice__resil {
   sluice_retry_counters total;
   sluice_retry_counters per_path[SLUICE__LB_MAX_PATHS]; /* picker path ids */
   uint64_t rng;        /* xorshift64 state for the backoff jitter */
-  sluice__list parked; /* sluice__parked: calls in backoff */
+  sluice__list parked; /* sluice__parked: calls in backoff or held */
 } sluice__resil;
 
 struct sluice_channel {

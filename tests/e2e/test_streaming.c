@@ -630,6 +630,38 @@ static void test_paused_client_reader_100mib(void **state) {
   cs_destroy(&s);
 }
 
+/* The call ended OK while its reader was paused: on_done waits for the
+ * held messages to be taken, but a channel destroyed meanwhile completes
+ * it (CANCELLED) before sluice_channel_del returns. Before, such a call
+ * was on no connection and in no queue: its on_done never came and the
+ * channel waited for it forever (found by fuzz_client_conn). */
+static void test_held_call_ends_with_its_channel(void **state) {
+  fixture *f = *state;
+  cstate s;
+  cs_init(&s);
+  s.pause_on_headers = 1;
+  Streamt__DownloadReq req = STREAMT__DOWNLOAD_REQ__INIT;
+  req.count = 3;
+  req.size = 10;
+  sluice_call *call = NULL;
+  assert_int_equal(
+      sluice_call_start_msg(f->ch, DOWNLOAD, &req.base, NULL, &CH, &s, &call),
+      0);
+  assert_int_equal(srv_wait_done(1), 1);
+  assert_int_equal(g_srv.cancelled, 0);
+  /* Time for the trailers to arrive; the call is held, not done. */
+  assert_false(cs_wait(&s, is_done, 300));
+  assert_int_equal(s.received, 0);
+  /* Released first (the call goes on): a handle is not used after its
+   * channel is gone. */
+  sluice_call_release(call);
+  sluice_channel_del(f->ch);
+  f->ch = NULL;
+  assert_int_equal(s.done, 1);
+  assert_int_equal(s.code, SLUICE_STATUS_CANCELLED);
+  cs_destroy(&s);
+}
+
 static int got_five(cstate *s) { return s->received >= 5 || s->done; }
 
 /* Two server streams on one connection: an endless one (its handler
@@ -1094,6 +1126,8 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_paused_client_reader_100mib, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_held_call_ends_with_its_channel,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_streams_share_the_connection, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_request_streams_take_turns, setup,
