@@ -342,6 +342,10 @@ SLUICE_API int sluice_call_last_message_compressed(const sluice_call *call);
  * inside a callback (the handle stays valid until that callback returns)
  * and from any thread; the handle must not be used after it. Releasing
  * does not cancel: sluice_call_cancel() first if that is wanted.
+ * Release every call before its channel is gone: before
+ * sluice_channel_del(), or from the call's on_done (which a channel being
+ * destroyed still fires). A release after sluice_channel_del() returned
+ * is undefined: the channel's loop may be freed by then.
  * @param call the call; NULL is ignored */
 SLUICE_API void sluice_call_release(sluice_call *call);
 

@@ -246,7 +246,9 @@ SLUICE_API int sluice_channel_new(sluice_channel **out, const char *target,
  * ("channel destroyed") before this returns (on a channel with its own
  * loop) or on the next turns of the user's loop (a channel on a user loop:
  * keep running that loop until uv_run returns). Must not be called from
- * inside one of the channel's own callbacks.
+ * inside one of the channel's own callbacks. Every call handle of the
+ * channel must have been released by the time this returns (before it,
+ * or from on_done): see sluice_call_release().
  * @param ch the channel; NULL is ignored */
 SLUICE_API void sluice_channel_del(sluice_channel *ch);
 
