@@ -62,6 +62,7 @@
 #include <sluice/sluice.h>
 
 #include "soak.sluice.h"
+#include "soak_util.h"
 
 extern char **environ;
 
@@ -143,25 +144,6 @@ static pthread_mutex_t fl_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fl_cv;
 static unsigned inflight;
 
-static uint64_t now_ms(void) { return sluice_now_ns() / 1000000u; }
-
-static void sleep_ms(unsigned ms) {
-  struct timespec ts = {.tv_sec = ms / 1000,
-                        .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-static void abs_ms(struct timespec *ts, unsigned ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += (time_t)(ms / 1000);
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
 static uint64_t rnd(uint64_t *s) { /* xorshift64* */
   uint64_t x = *s;
   x ^= x >> 12;
@@ -201,19 +183,6 @@ static int payload_ok(const ProtobufCBinaryData *p, uint32_t want) {
     if (p->data[probe[k]] != pattern(probe[k]))
       return 0;
   return 1;
-}
-
-static int count_dir(const char *path) {
-  DIR *d = opendir(path);
-  if (!d)
-    return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.')
-      n++;
-  closedir(d);
-  return n;
 }
 
 /* What the descriptors are, when their count is off. */
@@ -300,8 +269,8 @@ static int spawn_server(server *s) {
   }
   char buf[16];
   size_t got = 0;
-  uint64_t until = now_ms() + READY_MS;
-  while (got < 6 && now_ms() < until) {
+  uint64_t until = soak_now_ms() + READY_MS;
+  while (got < 6 && soak_now_ms() < until) {
     struct pollfd p = {out[0], POLLIN, 0};
     if (poll(&p, 1, 100) <= 0)
       continue;
@@ -335,7 +304,7 @@ static int respawn(server *s) {
     int rc = spawn_server(s);
     if (rc != -2)
       return rc;
-    sleep_ms(100);
+    soak_sleep_ms(100);
   }
   fprintf(stderr, "soak: cannot listen on %s again\n", s->addr);
   return -1;
@@ -382,8 +351,8 @@ static int stop_server(server *s) {
   kill(s->pid, SIGCONT);
   close(s->to);
   int st = 0;
-  uint64_t until = now_ms() + STOP_MS;
-  while (now_ms() < until) {
+  uint64_t until = soak_now_ms() + STOP_MS;
+  while (soak_now_ms() < until) {
     pid_t r = waitpid(s->pid, &st, WNOHANG);
     if (r == s->pid) {
       s->pid = 0;
@@ -392,7 +361,7 @@ static int stop_server(server *s) {
       fprintf(stderr, "soak: server %s ended with status 0x%x\n", s->addr, st);
       return -1;
     }
-    sleep_ms(20);
+    soak_sleep_ms(20);
   }
   fprintf(stderr, "soak: server %s did not stop in %u ms: killed\n", s->addr,
           STOP_MS);
@@ -662,7 +631,7 @@ typedef struct worker {
 } worker;
 
 static void run_cancels(worker *w, int all) {
-  uint64_t now = now_ms();
+  uint64_t now = soak_now_ms();
   for (unsigned i = 0; i < w->n_cancels;) {
     pending_cancel *p = &w->cancels[i];
     if (!all && p->at_ms > now) {
@@ -855,7 +824,7 @@ static void issue(worker *w) {
     pending_cancel *pc = &w->cancels[w->n_cancels++];
     pc->call = call;
     pc->c = c;
-    pc->at_ms = now_ms() + (cp < 3 ? 0 : rnd_in(rs, 1, 100));
+    pc->at_ms = soak_now_ms() + (cp < 3 ? 0 : rnd_in(rs, 1, 100));
     atomic_fetch_add(&n_cancel_sched, 1);
     if (cp < 3)
       run_cancels(w, 0);
@@ -869,7 +838,7 @@ static uint64_t end_ms;
 
 static void *worker_main(void *arg) {
   worker *w = arg;
-  while (now_ms() < end_ms && !atomic_load(&stop_issuing) &&
+  while (soak_now_ms() < end_ms && !atomic_load(&stop_issuing) &&
          !atomic_load(&fatal)) {
     run_cancels(w, 0);
     pthread_mutex_lock(&fl_mu);
@@ -878,7 +847,7 @@ static void *worker_main(void *arg) {
       inflight++;
     } else {
       struct timespec ts;
-      abs_ms(&ts, 5);
+      soak_abs_ms(&ts, 5);
       pthread_cond_timedwait(&fl_cv, &fl_mu, &ts);
     }
     pthread_mutex_unlock(&fl_mu);
@@ -894,58 +863,44 @@ static void *worker_main(void *arg) {
 /* The driver's own connections to server s (or all servers when s is
  * NULL) are shut down under the library's feet, as soak_server's "drop"
  * does on its side. */
-static unsigned drop_client_sockets(const server *s) {
-  unsigned n = 0;
-  DIR *d = opendir("/proc/self/fd");
-  if (!d)
-    return 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int fd = atoi(e->d_name);
-    if (fd <= 2 || fd == dirfd(d))
+/* Whether a peer address is one of the servers' (s, or any when NULL). */
+static int is_server_peer(const struct sockaddr_storage *ss, void *ud) {
+  const server *s = ud;
+  for (unsigned i = 0; i < n_servers; i++) {
+    const server *t = &servers[i];
+    if (s && s != t)
       continue;
-    int type = 0;
-    socklen_t len = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM)
-      continue;
-    struct sockaddr_storage ss;
-    len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
-      continue;
-    int match = 0;
-    for (unsigned i = 0; i < n_servers && !match; i++) {
-      const server *t = &servers[i];
-      if (s && s != t)
-        continue;
-      if (ss.ss_family == AF_INET && t->port) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
-        match = ntohs(in->sin_port) == t->port;
-      } else if (ss.ss_family == AF_UNIX && !t->port) {
-        const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
-        match = strcmp(un->sun_path, t->addr + 5) == 0;
-      }
+    if (ss->ss_family == AF_INET && t->port) {
+      const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+      if (ntohs(in->sin_port) == t->port)
+        return 1;
+    } else if (ss->ss_family == AF_UNIX && !t->port) {
+      const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
+      if (strcmp(un->sun_path, t->addr + 5) == 0)
+        return 1;
     }
-    if (match && shutdown(fd, SHUT_RDWR) == 0)
-      n++;
   }
-  closedir(d);
-  return n;
+  return 0;
+}
+
+static unsigned drop_client_sockets(const server *s) {
+  return soak_shutdown_sockets(is_server_peer, (void *)s);
 }
 
 static void chaos_sleep(unsigned ms) {
-  uint64_t until = now_ms() + ms;
-  while (now_ms() < until && now_ms() < end_ms && !atomic_load(&fatal))
-    sleep_ms(50);
+  uint64_t until = soak_now_ms() + ms;
+  while (soak_now_ms() < until && soak_now_ms() < end_ms &&
+         !atomic_load(&fatal))
+    soak_sleep_ms(50);
 }
 
 static void *chaos_main(void *arg) {
   uint64_t rs = *(uint64_t *)arg;
   int order[CH_KINDS];
   unsigned k = CH_KINDS;
-  while (now_ms() < end_ms && !atomic_load(&fatal)) {
+  while (soak_now_ms() < end_ms && !atomic_load(&fatal)) {
     chaos_sleep(rnd_in(&rs, chaos_min_ms, chaos_max_ms));
-    if (now_ms() >= end_ms || atomic_load(&fatal))
+    if (soak_now_ms() >= end_ms || atomic_load(&fatal))
       break;
     if (k == CH_KINDS) { /* every kind once per round, in random order */
       for (int i = 0; i < CH_KINDS; i++)
@@ -967,7 +922,7 @@ static void *chaos_main(void *arg) {
       waitpid(s->pid, &st, 0);
       close(s->to);
       s->pid = 0;
-      sleep_ms(rnd_in(&rs, 0, 500)); /* down for a while */
+      soak_sleep_ms(rnd_in(&rs, 0, 500)); /* down for a while */
       if (respawn(s) != 0)
         atomic_store(&fatal, 1);
       break;
@@ -983,7 +938,7 @@ static void *chaos_main(void *arg) {
         break;
       }
       s->paused = 1;
-      sleep_ms(rnd_in(&rs, 100, 2000));
+      soak_sleep_ms(rnd_in(&rs, 100, 2000));
       kill(s->pid, SIGCONT);
       waitpid(s->pid, &st, WCONTINUED);
       s->paused = 0;
@@ -1020,7 +975,7 @@ static void progress(uint64_t t0) {
   fprintf(stderr,
           "soak: %3" PRIu64 " s  calls %" PRIu64 " done %" PRIu64
           " in flight %u |",
-          (now_ms() - t0) / 1000, (uint64_t)atomic_load(&n_started),
+          (soak_now_ms() - t0) / 1000, (uint64_t)atomic_load(&n_started),
           (uint64_t)atomic_load(&n_completed), flying);
   print_codes(stderr);
   fprintf(stderr, " | chaos");
@@ -1153,8 +1108,8 @@ int main(int argc, char **argv) {
   if (sluice_channel_new(&warm, "ipv4:127.0.0.1:1", NULL) != 0)
     return 1;
   sluice_channel_del(warm);
-  int threads0 = count_dir("/proc/self/task");
-  int fds0 = count_dir("/proc/self/fd");
+  int threads0 = soak_count_dir("/proc/self/task");
+  int fds0 = soak_count_dir("/proc/self/fd");
   int failed = 0;
 
   uint64_t rs = seed;
@@ -1195,7 +1150,7 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < n_channels; i++)
     fprintf(stderr, "soak: channel %u: %s\n", i, channel_desc[i]);
 
-  uint64_t t0 = now_ms();
+  uint64_t t0 = soak_now_ms();
   end_ms = t0 + (uint64_t)run_seconds * 1000u;
   size_t n_samples = 0, cap_samples = run_seconds + 8;
   long *rss = calloc(cap_samples, sizeof *rss);
@@ -1214,9 +1169,9 @@ int main(int argc, char **argv) {
     return 1;
 
   uint64_t next_sample = t0 + 1000, next_progress = t0 + progress_s * 1000u;
-  while (now_ms() < end_ms && !atomic_load(&fatal)) {
-    sleep_ms(50);
-    uint64_t now = now_ms();
+  while (soak_now_ms() < end_ms && !atomic_load(&fatal)) {
+    soak_sleep_ms(50);
+    uint64_t now = soak_now_ms();
     if (now >= next_sample && n_samples < cap_samples) {
       rss[n_samples] = rss_kib();
       heap[n_samples++] = heap_kib();
@@ -1242,11 +1197,11 @@ int main(int argc, char **argv) {
     }
 
   /* Every call started must complete. */
-  uint64_t drain_until = now_ms() + DRAIN_MS;
+  uint64_t drain_until = soak_now_ms() + DRAIN_MS;
   while (atomic_load(&n_completed) < atomic_load(&n_started) &&
-         now_ms() < drain_until) {
-    sleep_ms(50);
-    if (now_ms() >= next_progress) {
+         soak_now_ms() < drain_until) {
+    soak_sleep_ms(50);
+    if (soak_now_ms() >= next_progress) {
       progress(t0);
       next_progress += progress_s * 1000u;
     }
@@ -1281,11 +1236,11 @@ int main(int argc, char **argv) {
    * for a thread that is on its way out. */
   int threads1 = -1, fds1 = -1;
   for (int i = 0; i < 100; i++) {
-    threads1 = count_dir("/proc/self/task");
-    fds1 = count_dir("/proc/self/fd");
+    threads1 = soak_count_dir("/proc/self/task");
+    fds1 = soak_count_dir("/proc/self/fd");
     if (threads1 == threads0 && fds1 == fds0)
       break;
-    sleep_ms(50);
+    soak_sleep_ms(50);
   }
 
   uint64_t started = atomic_load(&n_started);

@@ -39,6 +39,7 @@
 #include <sluice/sluice.h>
 
 #include "soak.sluice.h"
+#include "soak_util.h"
 
 #define MAX_REPLY (256u * 1024u) /* the largest reply_size honoured */
 #define MAX_STALL_MS 5000u
@@ -76,21 +77,6 @@ static uint8_t payload[MAX_REPLY];
 /* Under mu; checked at exit. */
 static uint64_t n_jobs, n_freed, n_done, n_finished, n_double_done;
 static uint64_t n_finish_err, n_drops;
-
-static uint64_t now_ms(void) { return sluice_now_ns() / 1000000u; }
-
-static int count_dir(const char *path) {
-  DIR *d = opendir(path);
-  if (!d)
-    return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.')
-      n++;
-  closedir(d);
-  return n;
-}
 
 static void job_unref_locked(job *j) {
   if (--j->refs == 0) {
@@ -242,7 +228,7 @@ static void enqueue_locked(job *j, uint32_t delay_ms) {
     return;
   j->queued = 1;
   j->refs++;
-  j->due_ms = now_ms() + delay_ms;
+  j->due_ms = soak_now_ms() + delay_ms;
   j->qnext = queue;
   queue = j;
   pthread_cond_broadcast(&cv);
@@ -264,7 +250,7 @@ static void *worker_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&mu);
   for (;;) {
-    uint64_t now = now_ms(), next_due = UINT64_MAX;
+    uint64_t now = soak_now_ms(), next_due = UINT64_MAX;
     job **pp = &queue, *j = NULL;
     while (*pp) {
       if (stopping || (*pp)->due_ms <= now) {
@@ -297,14 +283,7 @@ static void *worker_main(void *arg) {
     if (stopping)
       break;
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t wait = next_due == UINT64_MAX ? 1000 : next_due - now;
-    ts.tv_sec += (time_t)(wait / 1000);
-    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    soak_abs_ms(&ts, next_due == UINT64_MAX ? 1000 : next_due - now);
     pthread_cond_timedwait(&cv, &mu, &ts);
   }
   pthread_mutex_unlock(&mu);
@@ -453,33 +432,9 @@ static void h_bidi(sluice_server_call *call, void *ud) {
  * library sees the connection end (EOF, errors) and closes them itself.
  * A descriptor that was closed and reused meanwhile is at worst another
  * connection, which is what is dropped anyway. */
+/* Every connection this server holds. */
 static unsigned drop_connections(void) {
-  unsigned n = 0;
-  DIR *d = opendir("/proc/self/fd");
-  if (!d)
-    return 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int fd = atoi(e->d_name);
-    if (fd <= 2 || fd == dirfd(d))
-      continue;
-    int type = 0, acc = 1;
-    socklen_t len = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM)
-      continue;
-    len = sizeof acc;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || acc)
-      continue;
-    struct sockaddr_storage ss;
-    len = sizeof ss;
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
-      continue;
-    if (shutdown(fd, SHUT_RDWR) == 0)
-      n++;
-  }
-  closedir(d);
-  return n;
+  return soak_shutdown_sockets(NULL, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -502,8 +457,8 @@ int main(int argc, char **argv) {
   if (sluice_channel_new(&warm, "ipv4:127.0.0.1:1", NULL) != 0)
     return 1;
   sluice_channel_del(warm);
-  int threads0 = count_dir("/proc/self/task");
-  int fds0 = count_dir("/proc/self/fd");
+  int threads0 = soak_count_dir("/proc/self/task");
+  int fds0 = soak_count_dir("/proc/self/fd");
 
   sluice_server_opts *o;
   sluice_server *srv;
@@ -568,8 +523,8 @@ int main(int argc, char **argv) {
   pthread_join(worker, NULL);
   sluice_server_del(srv);
 
-  int threads1 = count_dir("/proc/self/task");
-  int fds1 = count_dir("/proc/self/fd");
+  int threads1 = soak_count_dir("/proc/self/task");
+  int fds1 = soak_count_dir("/proc/self/fd");
   pthread_mutex_lock(&mu);
   int bad = n_freed != n_jobs || n_done != n_jobs || n_finished != n_jobs ||
             n_double_done != 0 || threads1 != threads0 || fds1 != fds0;
