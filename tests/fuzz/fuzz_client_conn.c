@@ -329,17 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < 64 && p.fd < 0; i++)
     pump(&p);
   FUZZ_CHECK(p.fd >= 0); /* the channel connected */
-  h2peer_frame(&p, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
-  h2peer_frame(&p, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
-  if (config & 1) {
-    h2peer_put(&p, in.p, in.n);
-    h2peer_flush(&p);
-    pump(&p);
-  } else {
-    h2peer_flush(&p);
-    pump(&p);
-    h2peer_run(&p, &in);
-  }
+  h2peer_play(&p, &in, config & 1);
 
   /* The peer goes: the calls on the connection end (UNAVAILABLE); those
    * waiting for another connection end when the channel goes. */

@@ -497,17 +497,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   h2peer p;
   h2peer_init(&p, sv[0], pump, hook, NULL);
   h2peer_put(&p, preface, sizeof preface - 1);
-  h2peer_frame(&p, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
-  h2peer_frame(&p, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
-  if (config & 1) {
-    h2peer_put(&p, in.p, in.n);
-    h2peer_flush(&p);
-    pump(&p);
-  } else {
-    h2peer_flush(&p);
-    pump(&p);
-    h2peer_run(&p, &in);
-  }
+  h2peer_play(&p, &in, config & 1);
 
   /* The peer closes its side: the connection must be gone soon. */
   shutdown(p.fd, SHUT_WR);

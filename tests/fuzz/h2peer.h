@@ -355,4 +355,18 @@ static inline void h2peer_run(h2peer *p, fuzz_in *in) {
   p->pump(p);
 }
 
+/* What both connection targets do once connected: the peer's SETTINGS and
+ * the ACK of the connection's, then the input, as raw bytes (raw) or as
+ * ops, with the connection's loop pumped in between. */
+static inline void h2peer_play(h2peer *p, fuzz_in *in, int raw) {
+  h2peer_frame(p, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+  h2peer_frame(p, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
+  if (raw)
+    h2peer_put(p, in->p, in->n);
+  h2peer_flush(p);
+  p->pump(p);
+  if (!raw)
+    h2peer_run(p, in);
+}
+
 #endif
