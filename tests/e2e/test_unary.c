@@ -108,6 +108,24 @@ static void check_md(const sluice_metadata *md, const char *what) {
   assert_int_equal(len, 0);
 }
 
+/* An OK echo call that sends md and asks for it back as initial and
+ * trailing metadata; *st is the caller's to clear. */
+static void echo_md_ok(sluice_channel *ch, const sluice_metadata *md,
+                       const char *text, sluice_status *st) {
+  sluice_call_opts opts;
+  sluice_call_opts_init(&opts);
+  opts.metadata = md;
+  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
+  req.text = (char *)text;
+  req.echo_md = 1;
+  E2e__EchoMsg *resp = NULL;
+  sluice_status_init(st);
+  assert_int_equal(e2e__echo__echo__blocking(ch, &req, &resp, &opts, st),
+                   SLUICE_STATUS_OK);
+  assert_non_null(resp);
+  protobuf_c_message_free_unpacked(&resp->base, NULL);
+}
+
 static void test_metadata_both_ways(void **state) {
   static const uint8_t bin[] = {0x00, 0xff, 'a', 0x00, 0x80, 0xfe, 0x0a};
   e2e_server *s = *state;
@@ -125,16 +143,12 @@ static void test_metadata_both_ways(void **state) {
   E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
   req.text = "md";
   req.echo_md = 1;
-  E2e__EchoMsg *resp = NULL;
   sluice_status st;
-  sluice_status_init(&st);
-  assert_int_equal(e2e__echo__echo__blocking(ch, &req, &resp, &opts, &st),
-                   SLUICE_STATUS_OK);
-  assert_non_null(resp);
+  echo_md_ok(ch, md, "md", &st);
   check_md(st.initial_md, "initial");
   check_md(st.trailing_md, "trailing");
-  protobuf_c_message_free_unpacked(&resp->base, NULL);
   sluice_status_clear(&st);
+  E2e__EchoMsg *resp = NULL;
 
   /* Also on an error status: trailers-only response carries them too. */
   req.status_code = SLUICE_STATUS_NOT_FOUND;
@@ -171,18 +185,8 @@ static void test_metadata_padded_values(void **state) {
   assert_int_equal(sluice_metadata_add_str(md, "x-lead", " lead"), 0);
   assert_int_equal(sluice_metadata_add_str(md, "x-trail", "trail  "), 0);
   assert_int_equal(sluice_metadata_add_str(md, "x-blank", " "), 0);
-  sluice_call_opts opts;
-  sluice_call_opts_init(&opts);
-  opts.metadata = md;
-  E2e__EchoMsg req = E2E__ECHO_MSG__INIT;
-  req.text = "padded";
-  req.echo_md = 1;
-  E2e__EchoMsg *resp = NULL;
   sluice_status st;
-  sluice_status_init(&st);
-  assert_int_equal(e2e__echo__echo__blocking(ch, &req, &resp, &opts, &st),
-                   SLUICE_STATUS_OK);
-  protobuf_c_message_free_unpacked(&resp->base, NULL);
+  echo_md_ok(ch, md, "padded", &st);
   const sluice_metadata *const got[] = {st.initial_md, st.trailing_md};
   for (int i = 0; i < 2; i++) {
     assert_non_null(got[i]);
