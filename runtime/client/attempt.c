@@ -65,6 +65,15 @@ static const sluice__stream_ops stream_ops, stream_ops_turns;
 static const sluice__pick_ops pick_ops;
 static void parked_cancel(sluice__parked *p);
 
+/* The call is in no picker queue and on no connection (a retry's backoff,
+ * or held messages after an OK end): on the channel's parked list, so that
+ * the channel's destruction still completes it (parked_cancel). At most
+ * once: sluice__call_stop_attempts and a retry take it off. */
+static void park(sluice_call *c) {
+  sluice__list_remove(&c->parked.link);
+  sluice__list_push(&c->ch->res.parked, &c->parked.link);
+}
+
 static sluice__attempt *attempt_of(sluice__cstream *s) {
   return SLUICE__CONTAINER_OF(s, sluice__attempt, cs);
 }
@@ -356,7 +365,7 @@ static void attempt_ended(sluice_call *c, sluice__attempt *a,
   COUNT(c, retries, 1);
   COUNT(c, retry_delay_ms_sum, delay_ms);
   c->retry_at_ns = now + delay_ms * 1000000u;
-  sluice__list_push(&c->ch->res.parked, &c->parked.link);
+  park(c);
   sluice__call_timer_arm(c);
 }
 
@@ -530,8 +539,7 @@ static void attempt_closed(sluice__cstream *s, uint32_t h2_error,
       sluice__throttle_success(&c->ch->res.throttle);
     sluice__picker_done(&c->ch->picker, &a->pick, d.code, a->cs.rx_bytes);
     a->final_pending = 1;
-    sluice__list_remove(&c->parked.link);
-    sluice__list_push(&c->ch->res.parked, &c->parked.link);
+    park(c);
   } else {
     attempt_ended(c, a, d.code, d.text);
   }
